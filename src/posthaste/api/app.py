@@ -1,0 +1,31 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from posthaste import __version__
+from posthaste.api.errors import install_error_handlers
+from posthaste.api.middleware import BodyLimit, RequestLog
+from posthaste.api.openapi import install_openapi
+from posthaste.api.routes import admin, emails, health
+from posthaste.bootstrap import Services
+
+DESCRIPTION = (
+    "Posthaste: self-hosted email delivery. Authenticate with `Authorization: Bearer <API_KEY>`. "
+    'Errors are `{"statusCode", "name", "message"}`.'
+)
+
+
+def create_app(services: Services) -> FastAPI:
+    app = FastAPI(title="Posthaste", version=__version__, description=DESCRIPTION,
+                  docs_url="/docs", redoc_url=None)
+    app.state.services = services
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(emails.router)
+    app.include_router(admin.router)
+    install_openapi(app)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(RequestLog)
+    return app

@@ -1,0 +1,63 @@
+"""Request dependencies: the services, the caller (authenticated and rate limited), JSON bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Depends, Request
+
+from posthaste.bootstrap import Services
+from posthaste.core.models import Permission, Principal
+from posthaste.errors import MissingApiKey, RestrictedApiKey, ValidationError
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def sending_principal(request: Request, services: ServicesDep) -> Principal:
+    """Any valid key (``sending_access`` is enough); counts against the team's rate limit."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise MissingApiKey()
+    principal = await services.teams.authenticate(token.strip())
+    await services.rate_limiter.check(principal)
+    request.state.principal = principal
+    return principal
+
+
+async def full_principal(principal: Annotated[Principal, Depends(sending_principal)]) -> Principal:
+    """A ``full_access`` key: every endpoint other than sending."""
+    if principal.key.permission is Permission.SENDING_ACCESS:
+        raise RestrictedApiKey()
+    return principal
+
+
+SendingPrincipal = Annotated[Principal, Depends(sending_principal)]
+FullPrincipal = Annotated[Principal, Depends(full_principal)]
+
+
+async def json_body(request: Request) -> Any:
+    """The parsed JSON body; malformed or empty JSON is a 422, never a 500."""
+    raw = await request.body()
+    if not raw.strip():
+        raise ValidationError("The request body is empty; send a JSON document.")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError(f"The request body is not valid JSON: {exc}.") from None
+
+
+JsonBody = Annotated[Any, Depends(json_body)]
+
+
+def json_object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValidationError("The request body must be a JSON object.")
+    return body

@@ -1,0 +1,112 @@
+"""Pure ASGI middleware: the 25 MiB body limit and request ids with one JSON log line each."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from posthaste.api.errors import error_body
+from posthaste.errors import PayloadTooLarge
+
+log = logging.getLogger("posthaste.access")
+
+MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+class BodyTooLarge(PayloadTooLarge):
+    """Raised from ``receive`` once a streamed body passes the limit."""
+
+
+class BodyLimit:
+    """Refuses bodies over the limit before reading them whole: by Content-Length at once, or
+    by counting a chunked body as it streams in."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await _send_413(send)
+            return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge()
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _send_413(send: Send) -> None:
+    body = orjson.dumps(error_body(PayloadTooLarge()))
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestLog:
+    """Gives each request an id (``X-Request-Id``, kept when the caller sends a sane one) and
+    logs one JSON line when it ends."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _incoming_id(scope) or uuid.uuid4().hex
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if log.isEnabledFor(logging.INFO):
+                log.info(orjson.dumps({
+                    "request_id": request_id, "method": scope["method"], "path": scope["path"],
+                    "status": status, "ms": round((time.perf_counter() - started) * 1000, 2),
+                }).decode())
+
+
+def _incoming_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            if 0 < len(text) <= 128 and text.replace("-", "").isalnum():
+                return text
+    return None

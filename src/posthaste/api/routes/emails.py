@@ -1,0 +1,217 @@
+"""/emails: send, batch, list, get, events, attachments, raw, reschedule, cancel."""
+
+from __future__ import annotations
+
+from email.utils import encode_rfc2231
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from starlette.responses import Response
+
+from posthaste.api.deps import FullPrincipal, JsonBody, SendingPrincipal, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.responses import json_response, listing
+from posthaste.api.schemas.emails import (
+    AttachmentList,
+    BatchResult,
+    EmailList,
+    EmailRecord,
+    EventList,
+    RescheduleRequest,
+    SendEmailRequest,
+)
+from posthaste.core.addresses import parse_address
+from posthaste.core.cursors import page_limit
+from posthaste.core.ids import parse_rfc3339
+from posthaste.core.serialize import attachment_record, email_record, event_record
+from posthaste.core.status import EmailStatus
+from posthaste.errors import PosthasteError, ValidationError
+from posthaste.services.idempotency import check_key, request_hash
+from posthaste.storage.emails import EmailFilter
+
+router = APIRouter(tags=["emails"])
+MAX_BATCH = 100
+
+
+@router.post(
+    "/emails",
+    summary="Send an email",
+    responses={200: {"model": EmailRecord}, **ERRORS},
+    openapi_extra=body_schema(SendEmailRequest),
+)
+async def send_email(
+    principal: SendingPrincipal,
+    services: ServicesDep,
+    body: JsonBody,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response:
+    if idempotency_key is None:
+        email = await services.sending.accept(principal, body)
+        return json_response(email_record(email))
+    key = check_key(idempotency_key)
+    replay = await services.idempotency.reserve(principal.team_id, key, request_hash(body))
+    if replay is not None:
+        return Response(replay.body, status_code=replay.status, media_type="application/json")
+    try:
+        email = await services.sending.accept(principal, body, idempotency_key=key)
+    except Exception:
+        await services.idempotency.release(principal.team_id, key)
+        raise
+    return json_response(email_record(email))
+
+
+@router.post(
+    "/emails/batch",
+    summary="Send up to 100 emails; each item succeeds or fails on its own",
+    responses={200: {"model": BatchResult}, **ERRORS},
+    openapi_extra=body_schema(SendEmailRequest, array=True),
+)
+async def send_batch(principal: SendingPrincipal, services: ServicesDep, body: JsonBody) -> Response:
+    # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
+    if not isinstance(body, list):
+        raise ValidationError("The batch body must be a JSON array of 1 to 100 email objects.")
+    if not 1 <= len(body) <= MAX_BATCH:
+        raise ValidationError(f"A batch holds 1 to {MAX_BATCH} emails; this one has {len(body)}.")
+    outcomes = await services.sending.accept_batch(principal, body)
+    return json_response({"data": [_batch_entry(i, o) for i, o in enumerate(outcomes)]})
+
+
+def _batch_entry(index: int, outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, PosthasteError):
+        return {"index": index, "error": {"name": outcome.name, "message": outcome.message}}
+    return {"index": index, "id": outcome.id}
+
+
+@router.get(
+    "/emails",
+    summary="List emails, newest first (cursor pagination)",
+    responses={200: {"model": EmailList}, **ERRORS},
+)
+async def list_emails(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description="1-100, default 20")] = None,
+    cursor: str | None = None,
+    status: str | None = None,
+    to: str | None = None,
+    from_: Annotated[str | None, Query(alias="from")] = None,
+    subject: str | None = None,
+    tag: Annotated[str | None, Query(description="key:value")] = None,
+    stream_id: str | None = None,
+    after: Annotated[str | None, Query(description="RFC 3339; created strictly after")] = None,
+    before: Annotated[str | None, Query(description="RFC 3339; created strictly before")] = None,
+) -> Response:
+    flt = EmailFilter(
+        status=_status(status),
+        to=_lookup(to, "to"),
+        from_=_lookup(from_, "from"),
+        subject=subject or None,
+        tag=_tag(tag),
+        stream_id=stream_id or None,
+        after=_timestamp(after, "after"),
+        before=_timestamp(before, "before"),
+    )
+    page = await services.emails.list(principal, flt, cursor, page_limit(limit, 20))
+    return json_response({
+        "object": "list",
+        "data": [email_record(e) for e in page.items],
+        "next_cursor": page.next_cursor,
+    })
+
+
+def _status(value: str | None) -> str | None:
+    if not value:
+        return None
+    if value not in {s.value for s in EmailStatus}:
+        raise ValidationError(f"Unknown status {value!r}; one of: {', '.join(s.value for s in EmailStatus)}.")
+    return value
+
+
+def _lookup(value: str | None, name: str) -> str | None:
+    return parse_address(value, name).lookup_key if value else None
+
+
+def _tag(value: str | None) -> tuple[str, str] | None:
+    if not value:
+        return None
+    key, sep, tag_value = value.partition(":")
+    if not sep or not key:
+        raise ValidationError("'tag' must be written key:value.")
+    return key, tag_value
+
+
+def _timestamp(value: str | None, name: str) -> int | None:
+    if not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        raise ValidationError(f"'{name}' must be an RFC 3339 timestamp with a time zone.") from None
+
+
+@router.get("/emails/{email_id}", summary="Get an email", responses={200: {"model": EmailRecord}, **ERRORS})
+async def get_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return json_response(email_record(await services.emails.get(principal, email_id)))
+
+
+@router.patch(
+    "/emails/{email_id}",
+    summary="Reschedule a queued or scheduled email",
+    responses={200: {"model": EmailRecord}, **ERRORS},
+    openapi_extra=body_schema(RescheduleRequest),
+)
+async def reschedule_email(email_id: str, principal: FullPrincipal, services: ServicesDep,
+                           body: JsonBody) -> Response:
+    fields = json_object(body)
+    if "scheduled_at" not in fields:
+        raise ValidationError("Only 'scheduled_at' can be changed: give a timestamp, or null to send now.")
+    raw = fields["scheduled_at"]
+    if raw is not None and not isinstance(raw, str):
+        raise ValidationError("'scheduled_at' must be an RFC 3339 timestamp or null.")
+    when = _timestamp(raw, "scheduled_at") if raw else None
+    email = await services.email_changes.reschedule(principal, email_id, when)
+    return json_response(email_record(email))
+
+
+@router.post("/emails/{email_id}/cancel", summary="Cancel a queued or scheduled email",
+             responses={200: {"model": EmailRecord}, **ERRORS})
+async def cancel_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return json_response(email_record(await services.email_changes.cancel(principal, email_id)))
+
+
+@router.get("/emails/{email_id}/events", summary="The email's event timeline, oldest first",
+            responses={200: {"model": EventList}, **ERRORS})
+async def email_events(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return listing([event_record(e) for e in await services.emails.events(principal, email_id)])
+
+
+@router.get("/emails/{email_id}/attachments", summary="List the email's attachments",
+            responses={200: {"model": AttachmentList}, **ERRORS})
+async def email_attachments(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    items = await services.emails.attachments(principal, email_id)
+    return listing([attachment_record(a) for a in items])
+
+
+@router.get("/emails/{email_id}/attachments/{attachment_id}", summary="Download an attachment",
+            responses={200: {"content": {"application/octet-stream": {}}}, **ERRORS})
+async def download_attachment(email_id: str, attachment_id: str, principal: FullPrincipal,
+                              services: ServicesDep) -> Response:
+    info, data = await services.emails.attachment(principal, email_id, attachment_id)
+    disposition = "inline" if info.content_id else "attachment"
+    return Response(
+        data,
+        media_type=info.content_type,
+        headers={"Content-Disposition": _disposition(disposition, info.filename)},
+    )
+
+
+def _disposition(kind: str, filename: str) -> str:
+    ascii_name = filename.encode("ascii", "replace").decode().replace('"', "'").replace("\\", "_")
+    return f"{kind}; filename=\"{ascii_name}\"; filename*={encode_rfc2231(filename, 'utf-8')}"
+
+
+@router.get("/emails/{email_id}/raw", summary="The exact RFC 5322 message sent",
+            responses={200: {"content": {"message/rfc822": {}}}, **ERRORS})
+async def raw_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return Response(await services.emails.raw(principal, email_id), media_type="message/rfc822")
+

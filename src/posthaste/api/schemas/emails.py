@@ -1,0 +1,121 @@
+"""Email request and response shapes, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class AttachmentIn(BaseModel):
+    filename: str
+    content_type: str = Field(examples=["application/pdf"])
+    content: str = Field(description="Base64 of the file; invalid base64 is a validation_error")
+    content_id: str | None = Field(None, description="Makes the attachment inline (cid: URL)")
+
+
+class TagIn(BaseModel):
+    name: str
+    value: str
+
+
+class TemplateRefIn(BaseModel):
+    id: str
+    variables: dict[str, Any] | None = None
+
+
+class SendEmailRequest(BaseModel):
+    from_: str = Field(alias="from", examples=["Acme <hello@acme.test>"])
+    to: str | list[str]
+    cc: str | list[str] | None = None
+    bcc: str | list[str] | None = None
+    reply_to: str | list[str] | None = None
+    subject: str | None = None
+    html: str | None = None
+    text: str | None = None
+    headers: dict[str, str] | None = None
+    tags: dict[str, str] | list[TagIn] | None = None
+    data: dict[str, Any] | None = None
+    scheduled_at: str | None = Field(None, description="RFC 3339; up to 30 days ahead")
+    template: str | TemplateRefIn | None = Field(None, description="Alias or id of a template")
+    template_id: str | None = None
+    stream_id: str | None = Field(None, description="Default: transactional")
+    attachments: list[AttachmentIn] | None = None
+
+
+class RescheduleRequest(BaseModel):
+    scheduled_at: str | None
+
+
+class EmailRecord(BaseModel):
+    object: str = "email"
+    id: str
+    from_: str = Field(alias="from")
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    reply_to: list[str]
+    subject: str
+    html: str | None
+    text: str | None
+    headers: dict[str, str]
+    tags: dict[str, str]
+    status: str = Field(examples=["queued"])
+    last_event: str
+    created_at: str
+    scheduled_at: str | None
+    sent_at: str | None
+    template_id: str | None
+    stream_id: str
+    broadcast_id: str | None
+    message_id: str
+    provider_message_id: str | None
+    region: str
+
+
+class EmailList(BaseModel):
+    object: str = "list"
+    data: list[EmailRecord]
+    next_cursor: str = Field(description="Empty at the end")
+
+
+class BatchError(BaseModel):
+    name: str
+    message: str
+
+
+class BatchEntry(BaseModel):
+    index: int
+    id: str | None = None
+    error: BatchError | None = None
+
+
+class BatchResult(BaseModel):
+    data: list[BatchEntry]
+
+
+class EventRecord(BaseModel):
+    object: str = "event"
+    id: str
+    type: str = Field(examples=["email.delivered"])
+    created_at: str
+    data: dict[str, Any]
+
+
+class EventList(BaseModel):
+    object: str = "list"
+    data: list[EventRecord]
+
+
+class AttachmentRecord(BaseModel):
+    object: str = "attachment"
+    id: str
+    filename: str
+    content_type: str
+    size: int
+    content_id: str | None
+
+
+class AttachmentList(BaseModel):
+    object: str = "list"
+    data: list[AttachmentRecord]

@@ -1,0 +1,96 @@
+"""Builds every part of the service from Settings. No import-time singletons: tests build their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posthaste.adapters.transports import TransportRegistry, build_transports
+from posthaste.config import Settings
+from posthaste.errors import ConfigError
+from posthaste.services.audiences import StreamService, SuppressionService
+from posthaste.services.delivery import DeliveryService
+from posthaste.services.emails import EmailChanges, EmailQueries
+from posthaste.services.idempotency import IdempotencyService
+from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.sending import (
+    DELIVER_JOB,
+    ContentResolver,
+    InlineContent,
+    NoVerifiedDomains,
+    SenderPolicy,
+    SendingService,
+)
+from posthaste.services.teams import TeamService
+from posthaste.storage.database import Database
+from posthaste.storage.migrate import upgrade_to_head
+from posthaste.workers.runner import Worker
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    transports: TransportRegistry
+    teams: TeamService
+    sending: SendingService
+    emails: EmailQueries
+    email_changes: EmailChanges
+    idempotency: IdempotencyService
+    rate_limiter: RateLimiter
+    streams: StreamService
+    suppressions: SuppressionService
+    delivery: DeliveryService
+    workers: list[Worker] = field(default_factory=list)
+
+    def make_worker(self, **options: float | int) -> Worker:
+        worker = Worker(
+            self.db,
+            {DELIVER_JOB: self.delivery.deliver},
+            lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
+            **options,  # type: ignore[arg-type]
+        )
+        self.workers.append(worker)
+        return worker
+
+    async def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        await self.db.close()
+
+
+def build_services(
+    settings: Settings,
+    *,
+    content: ContentResolver | None = None,
+    senders: SenderPolicy | None = None,
+) -> Services:
+    if settings.blob_store != "database":
+        raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
+    if not settings.is_postgres:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.async_database_url)
+    transports = build_transports(settings)
+    return Services(
+        settings=settings,
+        db=db,
+        transports=transports,
+        teams=TeamService(db),
+        sending=SendingService(
+            db,
+            content or InlineContent(),
+            senders or NoVerifiedDomains(settings.default_region),
+        ),
+        emails=EmailQueries(db),
+        email_changes=EmailChanges(db),
+        idempotency=IdempotencyService(db),
+        rate_limiter=RateLimiter(db),
+        streams=StreamService(db),
+        suppressions=SuppressionService(db),
+        delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+    )
+
+
+async def migrate(settings: Settings) -> None:
+    if not settings.is_postgres:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    await upgrade_to_head(settings.async_database_url)

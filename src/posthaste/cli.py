@@ -1,0 +1,132 @@
+"""The ``posthaste`` command: serve, migrate, teams, keys. The only place that parses argv."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from posthaste.bootstrap import Services, build_services, migrate
+from posthaste.config import Settings
+from posthaste.core.ids import format_ms
+from posthaste.core.models import KeyMode, Permission
+from posthaste.errors import ConfigError, PosthasteError
+from posthaste.logs import configure_logging
+
+ROLES = ("api", "smtp", "worker", "all")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="posthaste", description="Self-hosted email delivery.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the API and the workers")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--role", choices=ROLES)
+    commands.add_parser("migrate", help="apply database migrations")
+
+    teams = commands.add_parser("teams", help="manage teams").add_subparsers(dest="action", required=True)
+    for action in ("create", "update"):
+        sub = teams.add_parser(action)
+        sub.add_argument("name")
+        sub.add_argument("--rate-limit", type=int, help="requests per second (0 = unlimited)")
+        sub.add_argument("--daily-quota", type=int, help="accepted emails per UTC day (0 = unlimited)")
+    teams.add_parser("list")
+
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    create = keys.add_parser("create")
+    create.add_argument("--team", required=True)
+    create.add_argument("--name")
+    create.add_argument("--mode", choices=[m.value for m in KeyMode], default="live")
+    create.add_argument("--permission", choices=[p.value for p in Permission], default="full_access")
+    listing = keys.add_parser("list")
+    listing.add_argument("--team", required=True)
+    revoke = keys.add_parser("revoke")
+    revoke.add_argument("id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.load()
+        if args.command == "serve":
+            settings = _serve_overrides(settings, args)
+        configure_logging(settings.log_level)
+        return asyncio.run(_dispatch(settings, args))
+    except ConfigError as exc:
+        print(f"posthaste: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except PosthasteError as exc:
+        print(f"posthaste: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _serve_overrides(settings: Settings, args: argparse.Namespace) -> Settings:
+    environ = dict(os.environ)
+    if args.host:
+        environ["POSTHASTE_HTTP_HOST"] = args.host
+    if args.port is not None:
+        environ["POSTHASTE_HTTP_PORT"] = str(args.port)
+    if args.role:
+        environ["POSTHASTE_ROLE"] = args.role
+    return Settings.load(environ) if environ != os.environ else settings
+
+
+async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command == "migrate":
+        await migrate(settings)
+        print("database is up to date")
+        return 0
+    if args.command == "serve":
+        from posthaste.server import serve
+
+        await serve(settings)
+        return 0
+    await migrate(settings)
+    services = build_services(settings)
+    try:
+        if args.command == "teams":
+            return await _teams(services, args)
+        return await _keys(services, args)
+    finally:
+        await services.close()
+
+
+async def _teams(services: Services, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        team = await services.teams.create_team(args.name, args.rate_limit, args.daily_quota)
+        print(team.id)
+    elif args.action == "update":
+        team = await services.teams.update_team(args.name, args.rate_limit, args.daily_quota)
+        print(team.id)
+    else:
+        for team in await services.teams.list_teams():
+            print(f"{team.id}  {team.name}  rate_limit={team.rate_limit}/s  "
+                  f"daily_quota={team.daily_quota or 'unlimited'}")
+    return 0
+
+
+async def _keys(services: Services, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        team = await services.teams.team_by_name(args.team)
+        created = await services.teams.create_key(
+            team.id, args.name, KeyMode(args.mode), Permission(args.permission))
+        print(created.token)
+    elif args.action == "list":
+        team = await services.teams.team_by_name(args.team)
+        for key in await services.teams.list_keys(team.id):
+            print(f"{key.id}  {key.token_hint}…  {key.mode.value}  {key.permission.value}  "
+                  f"{key.name}  created {format_ms(key.created_at)}")
+    else:
+        await services.teams.revoke_key(args.id)
+        print(f"revoked {args.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

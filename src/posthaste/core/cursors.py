@@ -1,0 +1,55 @@
+"""Opaque, stable cursors for newest-first keyset pagination.
+
+A cursor is the position of the last row served: its ``(created_at_ms, id)`` pair, which is
+unique and totally ordered. The next page holds rows strictly *before* that pair, so rows that
+arrive later (newer) never shift a page: pages neither skip nor repeat rows. The encoding is
+URL-safe base64 of a tiny versioned text, opaque to clients; anything else fails to decode.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from posthaste.core.ids import is_uuid
+
+_VERSION = "1"
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    created_at: int
+    id: str
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+def encode_cursor(position: Position) -> str:
+    raw = f"{_VERSION}:{position.created_at}:{position.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> Position:
+    """The position a cursor names; raises InvalidCursor for anything we did not make."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        text = base64.urlsafe_b64decode(padded.encode("ascii")).decode("ascii")
+        version, created_at, row_id = text.split(":")
+        position = Position(int(created_at), row_id)
+    except (ValueError, binascii.Error, UnicodeError) as exc:
+        raise InvalidCursor("cursor is not one this service issued") from exc
+    if version != _VERSION or position.created_at < 0 or not is_uuid(row_id):
+        raise InvalidCursor("cursor is not one this service issued")
+    return position
+
+
+def page_limit(raw: str | None, default: int) -> int:
+    """SPEC: a page size outside 1..100 (or not a number) falls back to the default."""
+    try:
+        value = int(raw) if raw is not None else default
+    except ValueError:
+        return default
+    return value if 1 <= value <= 100 else default

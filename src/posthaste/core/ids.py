@@ -1,0 +1,55 @@
+"""Identifiers and timestamps: time-ordered UUIDv7 ids and millisecond UTC clocks."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+import uuid_utils
+
+
+def new_id() -> str:
+    """A time-ordered UUIDv7 as its canonical string; sorts by creation time."""
+    return str(uuid_utils.uuid7())
+
+
+def is_uuid(value: str) -> bool:
+    """True when ``value`` is a canonical UUID string (any version)."""
+    try:
+        return str(uuid.UUID(value)) == value.lower() and len(value) == 36
+    except ValueError:
+        return False
+
+
+def now_ms() -> int:
+    """Milliseconds since the Unix epoch, UTC; every stored timestamp uses this unit."""
+    return time.time_ns() // 1_000_000
+
+
+def format_ms(ms: int | None) -> str | None:
+    """RFC 3339 UTC with milliseconds and ``Z``, or None."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def parse_rfc3339(value: str) -> int:
+    """An RFC 3339 timestamp (offset or ``Z`` required) to epoch milliseconds.
+
+    Raises ValueError for naive or malformed timestamps: a time without a zone is ambiguous.
+    """
+    text = value.strip()
+    if text.endswith(("z", "Z")):
+        text = text[:-1] + "+00:00"
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        raise ValueError("timestamp has no time zone offset")
+    return (dt - _EPOCH) // timedelta(milliseconds=1)
+
+
+def ms_to_datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -1,0 +1,93 @@
+"""The public JSON shapes of domain records, shared by the API, webhooks and idempotent replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posthaste.core.ids import format_ms
+from posthaste.core.models import AttachmentInfo, Email, Event, Stream, Suppression
+
+
+def email_record(email: Email) -> dict[str, Any]:
+    return {
+        "object": "email",
+        "id": email.id,
+        "from": email.from_address,
+        "to": email.to,
+        "cc": email.cc,
+        "bcc": email.bcc,
+        "reply_to": email.reply_to,
+        "subject": email.subject,
+        "html": email.html,
+        "text": email.text,
+        "headers": email.headers,
+        "tags": email.tags,
+        "status": email.status.value,
+        "last_event": email.last_event,
+        "created_at": format_ms(email.created_at),
+        "scheduled_at": format_ms(email.scheduled_at),
+        "sent_at": format_ms(email.sent_at),
+        "template_id": email.template_id,
+        "stream_id": email.stream_id,
+        "broadcast_id": email.broadcast_id,
+        "message_id": email.message_id,
+        "provider_message_id": email.provider_message_id,
+        "region": email.region,
+    }
+
+
+def email_event_data(email: Email, **extra: Any) -> dict[str, Any]:
+    """The ``data`` of an email event (PRODUCT §8); ``to`` may be narrowed to one recipient."""
+    data: dict[str, Any] = {
+        "email_id": email.id,
+        "from": email.from_address,
+        "to": email.to,
+        "subject": email.subject,
+        "created_at": format_ms(email.created_at),
+        "tags": email.tags,
+        "message_id": email.message_id,
+    }
+    data.update(extra)
+    return data
+
+
+def event_record(event: Event) -> dict[str, Any]:
+    return {
+        "object": "event",
+        "id": event.id,
+        "type": event.type,
+        "created_at": format_ms(event.created_at),
+        "data": event.data,
+    }
+
+
+def attachment_record(item: AttachmentInfo) -> dict[str, Any]:
+    return {
+        "object": "attachment",
+        "id": item.id,
+        "filename": item.filename,
+        "content_type": item.content_type,
+        "size": item.size,
+        "content_id": item.content_id,
+    }
+
+
+def stream_record(stream: Stream) -> dict[str, Any]:
+    return {
+        "object": "stream",
+        "id": stream.id,
+        "name": stream.name,
+        "type": stream.type,
+        "created_at": format_ms(stream.created_at),
+    }
+
+
+def suppression_record(item: Suppression) -> dict[str, Any]:
+    return {
+        "object": "suppression",
+        "id": item.id,
+        "email": item.email,
+        "origin": item.origin,
+        "source_email_id": item.source_email_id,
+        "created_at": format_ms(item.created_at),
+    }

@@ -1,0 +1,237 @@
+"""Delivering one accepted email: the work behind a ``deliver_email`` job.
+
+Three steps, so that no database lock is held while the network is used:
+
+1. ``_start`` (one transaction): lock the email, move ``queued|scheduled → sending`` and count
+   the attempt; pick the recipients still waiting for an outcome.
+2. Build (or reuse) the exact message bytes and hand them to the transport; simulator
+   recipients are answered locally.
+3. ``_finish`` (one transaction): store the raw message on first build, record one event per
+   recipient outcome, move the status, and finish the job or schedule its retry.
+
+A worker that dies between 2 and 3 leaves the job leased; it falls due again after the lease and
+the message is sent again (PRODUCT §5: the only case of a duplicate).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from posthaste.adapters.transports import Envelope, RecipientReply, TransportRegistry
+from posthaste.core.delivery import Outcome, aggregate_status, classify_reply
+from posthaste.core.ids import ms_to_datetime, now_ms
+from posthaste.core.mime import MimeAttachment, OutgoingMessage, build_message
+from posthaste.core.models import Email, Job, KeyMode
+from posthaste.core.serialize import email_event_data
+from posthaste.core.simulator import SimKind, simulated_reply, simulator_kind
+from posthaste.core.status import EmailStatus
+from posthaste.storage import emails as repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import Database, Tx
+
+log = logging.getLogger(__name__)
+
+ACTIVE = (EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING)
+MAX_JOB_CLAIMS = 25  # a job claimed this often without finishing is poison: the email fails
+
+
+@dataclass(frozen=True)
+class Attempt:
+    email: Email
+    number: int
+    waiting: list[str]
+
+
+class DeliveryService:
+    def __init__(self, db: Database, transports: TransportRegistry,
+                 retry_schedule: Sequence[float]) -> None:
+        self.db = db
+        self.transports = transports
+        self.retry_schedule = tuple(retry_schedule)
+
+    async def deliver(self, job: Job) -> None:
+        attempt = await self._start(job)
+        if attempt is None:
+            return
+        raw, built = await self._message(attempt.email)
+        replies = await self._send(attempt, raw)
+        await self._finish(job, attempt, replies, raw if built else None)
+
+    async def _start(self, job: Job) -> Attempt | None:
+        now = now_ms()
+        async with self.db.transaction() as tx:
+            email = await repo.get_email_any_team(tx, job.ref, for_update=True)
+            if email is None or email.status not in ACTIVE:
+                await jobs_repo.finish(tx, job)
+                return None
+            if email.scheduled_at is not None and email.scheduled_at > now and email.status is EmailStatus.SCHEDULED:
+                await jobs_repo.retry_at(tx, job, email.scheduled_at)
+                return None
+            if job.attempts > MAX_JOB_CLAIMS:
+                await self._fail(tx, email, job, "delivery kept crashing; giving up", now)
+                return None
+            if email.status is not EmailStatus.SENDING:
+                await repo.record_event(tx, email, "email.sending", email_event_data(email), now)
+            number = email.attempts + 1
+            await repo.set_delivery_fields(tx, email.id, attempts=number)
+            outcomes = await repo.recipient_outcomes(tx, email.id)
+            email = await repo.get_email_any_team(tx, job.ref)
+            assert email is not None
+        waiting = [a for a, o in outcomes.items() if o in (Outcome.PENDING, Outcome.DEFERRED)]
+        return Attempt(email, number, sorted(waiting))
+
+    async def _fail(self, tx: Tx, email: Email, job: Job, reason: str, now: int) -> None:
+        data = email_event_data(email, failed={"reason": reason})
+        await repo.record_event(tx, email, "email.failed", data, now)
+        await jobs_repo.finish(tx, job)
+
+    async def _message(self, email: Email) -> tuple[bytes, bool]:
+        """The exact bytes to send: stored ones on a retry, else freshly built (True)."""
+        async with self.db.read() as tx:
+            if email.raw_blob_id is not None:
+                stored = await repo.read_blob(tx, email.team_id, email.raw_blob_id)
+                if stored is not None:
+                    return stored, False
+            attachments = []
+            for info in await repo.list_attachments(tx, email.team_id, email.id):
+                content = await repo.read_blob(tx, email.team_id, info.blob_id) or b""
+                attachments.append(MimeAttachment(info.filename, info.content_type, content, info.content_id))
+        return build_message(_outgoing(email, attachments)), True
+
+    async def _send(self, attempt: Attempt, raw: bytes) -> list[RecipientReply]:
+        email = attempt.email
+        replies: list[RecipientReply] = []
+        real: list[str] = []
+        for recipient in attempt.waiting:
+            kind = simulator_kind(recipient)
+            if kind is None:
+                real.append(recipient)
+                continue
+            sim = simulated_reply(kind, attempt.number)
+            replies.append(RecipientReply(recipient, sim.code, sim.text, True, email.message_id))
+        if real:
+            transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
+            envelope = Envelope(_return_path(email), real, email.message_id,
+                                any(not r.isascii() for r in real))
+            replies.extend(await transport.send(envelope, raw))
+        return replies
+
+    async def _finish(self, job: Job, attempt: Attempt, replies: list[RecipientReply],
+                      new_raw: bytes | None) -> None:
+        now = now_ms()
+        async with self.db.transaction() as tx:
+            email = await repo.get_email_any_team(tx, job.ref, for_update=True)
+            if email is None or email.status not in (EmailStatus.SENDING, EmailStatus.SENT):
+                await jobs_repo.finish(tx, job)
+                return
+            if new_raw is not None:
+                await repo.store_raw(tx, email, new_raw, now)
+            final_retry = attempt.number > len(self.retry_schedule)
+            outcomes = {r.recipient: classify_reply(r.code, r.final, final_retry) for r in replies}
+            email = await self._mark_sent(tx, email, replies, now)
+            email = await self._record_outcomes(tx, email, replies, outcomes, now)
+            if any(o is Outcome.DEFERRED for o in outcomes.values()):
+                delay = self._retry_delay(attempt.number)
+                await jobs_repo.retry_at(tx, job, now + delay)
+            else:
+                await jobs_repo.finish(tx, job)
+
+    async def _mark_sent(self, tx: Tx, email: Email, replies: list[RecipientReply], now: int) -> Email:
+        accepted = [r for r in replies if 200 <= r.code < 300]
+        if email.status is not EmailStatus.SENDING or not accepted:
+            return email
+        provider_id = next((r.provider_message_id for r in accepted if r.provider_message_id), None)
+        await repo.set_delivery_fields(tx, email.id, provider_message_id=provider_id)
+        await repo.record_event(tx, email, "email.sent", email_event_data(email), now)
+        return await _reload(tx, email.id)
+
+    async def _record_outcomes(self, tx: Tx, email: Email, replies: list[RecipientReply],
+                               outcomes: dict[str, Outcome], now: int) -> Email:
+        known = await repo.recipient_outcomes(tx, email.id)
+        known.update(outcomes)
+        for outcome in (Outcome.DEFERRED, Outcome.BOUNCED, Outcome.ACCEPTED, Outcome.DELIVERED):
+            group = [r for r in replies if outcomes[r.recipient] is outcome]
+            if group:
+                await repo.set_recipient_outcome(tx, email.id, [r.recipient for r in group], outcome.value)
+        target = aggregate_status(email.status, list(known.values()))
+        # Deferred and bounced first, delivered last: when every recipient answers in one
+        # attempt, the event that completes the picture is the one naming the new status.
+        ordered = sorted(replies, key=lambda r: _EVENT_ORDER[outcomes[r.recipient]])
+        for index, reply in enumerate(ordered):
+            last = index == len(ordered) - 1
+            email = await self._record_reply(tx, email, reply, outcomes[reply.recipient],
+                                             target if last else None, now)
+        for reply in replies:
+            complains = simulator_kind(reply.recipient) is SimKind.COMPLAINED
+            if complains and outcomes[reply.recipient] is Outcome.DELIVERED:
+                data = email_event_data(email, to=[reply.recipient])
+                await repo.record_event(tx, email, "email.complained", data, now)
+                email = await _reload(tx, email.id)
+        return email
+
+    async def _record_reply(self, tx: Tx, email: Email, reply: RecipientReply, outcome: Outcome,
+                            target: EmailStatus | None, now: int) -> Email:
+        event_type, extra = _event_for(reply, outcome)
+        if event_type is None:
+            if target is not None and target is not email.status:
+                await repo.record_event(tx, email, f"email.{target.value}",
+                                        email_event_data(email), now)
+                return await _reload(tx, email.id)
+            return email
+        data = email_event_data(email, to=[reply.recipient], **extra)
+        await repo.record_event(tx, email, event_type, data, now,
+                                status=target if target is not None else email.status)
+        return await _reload(tx, email.id)
+
+    def _retry_delay(self, attempt: int) -> int:
+        base = self.retry_schedule[min(attempt, len(self.retry_schedule)) - 1]
+        return int(base * 1000 * (1 + random.uniform(-0.1, 0.1)))
+
+
+_EVENT_ORDER = {Outcome.DEFERRED: 0, Outcome.BOUNCED: 1, Outcome.ACCEPTED: 2, Outcome.DELIVERED: 3,
+                Outcome.PENDING: 4}
+
+
+def _event_for(reply: RecipientReply, outcome: Outcome) -> tuple[str | None, dict[str, Any]]:
+    diagnostic = f"{reply.code} {reply.text}"
+    if outcome is Outcome.DELIVERED:
+        return "email.delivered", {}
+    if outcome is Outcome.DEFERRED:
+        return "email.delivery_delayed", {"delay": {"diagnostic": diagnostic}}
+    if outcome is Outcome.BOUNCED:
+        bounce_type = "Permanent" if reply.code >= 500 else "Transient"
+        subtype = "General" if reply.code >= 500 else "Deferred"
+        return "email.bounced", {"bounce": {"type": bounce_type, "subtype": subtype,
+                                            "diagnostic": diagnostic}}
+    return None, {}
+
+
+async def _reload(tx: Tx, email_id: str) -> Email:
+    email = await repo.get_email_any_team(tx, email_id)
+    assert email is not None
+    return email
+
+
+def _return_path(email: Email) -> str:
+    domain = email.message_id.rsplit("@", 1)[-1].rstrip(">")
+    return f"bounces@send.{domain}"
+
+
+def _outgoing(email: Email, attachments: list[MimeAttachment]) -> OutgoingMessage:
+    return OutgoingMessage(
+        from_=email.from_address,
+        to=email.to,
+        cc=email.cc,
+        reply_to=email.reply_to,
+        subject=email.subject,
+        html=email.html,
+        text=email.text,
+        headers=email.headers,
+        attachments=attachments,
+        message_id=email.message_id,
+        date=ms_to_datetime(email.created_at),
+    )

@@ -1,0 +1,129 @@
+"""Reading emails back, and the two changes a caller may make: reschedule and cancel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from posthaste.core.cursors import InvalidCursor, Position, decode_cursor, encode_cursor
+from posthaste.core.ids import format_ms, now_ms
+from posthaste.core.models import AttachmentInfo, Email, Event, Principal
+from posthaste.core.send_request import MAX_SCHEDULE_AHEAD_MS
+from posthaste.core.serialize import email_event_data
+from posthaste.core.status import EmailStatus, InvalidTransition
+from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.services.sending import DELIVER_JOB
+from posthaste.storage import emails as repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import Database, Tx
+from posthaste.storage.emails import EmailFilter
+
+PENDING = (EmailStatus.QUEUED, EmailStatus.SCHEDULED)
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Email]
+    next_cursor: str
+
+
+def decode_page_cursor(cursor: str | None) -> Position | None:
+    if not cursor:
+        return None
+    try:
+        return decode_cursor(cursor)
+    except InvalidCursor:
+        raise ValidationError("The 'cursor' is invalid: pass the next_cursor of a previous page.") from None
+
+
+class EmailQueries:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def get(self, principal: Principal, email_id: str) -> Email:
+        async with self.db.read() as tx:
+            return await _email(tx, principal, email_id)
+
+    async def list(self, principal: Principal, flt: EmailFilter, cursor: str | None, limit: int) -> Page:
+        position = decode_page_cursor(cursor)
+        async with self.db.read() as tx:
+            rows = await repo.list_emails(tx, principal.team_id, flt, position, limit + 1)
+        items = rows[:limit]
+        more = len(rows) > limit
+        next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if more else ""
+        return Page(items, next_cursor)
+
+    async def events(self, principal: Principal, email_id: str) -> list[Event]:
+        async with self.db.read() as tx:
+            await _email(tx, principal, email_id)
+            return await repo.list_events(tx, principal.team_id, email_id)
+
+    async def attachments(self, principal: Principal, email_id: str) -> list[AttachmentInfo]:
+        async with self.db.read() as tx:
+            await _email(tx, principal, email_id)
+            return await repo.list_attachments(tx, principal.team_id, email_id)
+
+    async def attachment(self, principal: Principal, email_id: str, attachment_id: str) -> tuple[AttachmentInfo, bytes]:
+        async with self.db.read() as tx:
+            for item in await repo.list_attachments(tx, principal.team_id, email_id):
+                if item.id == attachment_id:
+                    data = await repo.read_blob(tx, principal.team_id, item.blob_id)
+                    if data is not None:
+                        return item, data
+        raise NotFound(f"Attachment {attachment_id!r} of email {email_id!r} was not found.")
+
+    async def raw(self, principal: Principal, email_id: str) -> bytes:
+        async with self.db.read() as tx:
+            email = await _email(tx, principal, email_id)
+            if email.raw_blob_id is None:
+                raise NotFound("The message has not been built yet: it exists once sending starts.")
+            data = await repo.read_blob(tx, principal.team_id, email.raw_blob_id)
+        if data is None:
+            raise NotFound("The raw message is no longer stored (retention).")
+        return data
+
+
+class EmailChanges:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def reschedule(self, principal: Principal, email_id: str, scheduled_at: int | None) -> Email:
+        """Move a queued or scheduled email to a new time (None or past: send now)."""
+        now = now_ms()
+        if scheduled_at is not None and scheduled_at - now > MAX_SCHEDULE_AHEAD_MS:
+            raise ValidationError("'scheduled_at' must be at most 30 days in the future.")
+        when = scheduled_at if scheduled_at is not None and scheduled_at > now else None
+        async with self.db.transaction() as tx:
+            email = await _email(tx, principal, email_id, for_update=True)
+            if email.status not in PENDING:
+                raise Conflict(f"Only queued or scheduled emails can be rescheduled; this one is {email.status.value}.")
+            target = EmailStatus.SCHEDULED if when is not None else EmailStatus.QUEUED
+            await repo.reschedule(tx, email.id, when)
+            if target is not email.status or target is EmailStatus.SCHEDULED:
+                await _move(tx, email, target, now, scheduled_at=format_ms(when))
+            await jobs_repo.move(tx, DELIVER_JOB, email.id, when if when is not None else now)
+            return await _email(tx, principal, email_id)
+
+    async def cancel(self, principal: Principal, email_id: str) -> Email:
+        now = now_ms()
+        async with self.db.transaction() as tx:
+            email = await _email(tx, principal, email_id, for_update=True)
+            if email.status not in PENDING:
+                raise Conflict(f"Only queued or scheduled emails can be canceled; this one is {email.status.value}.")
+            await _move(tx, email, EmailStatus.CANCELED, now)
+            await jobs_repo.drop(tx, DELIVER_JOB, email.id)
+            return await _email(tx, principal, email_id)
+
+
+async def _move(tx: Tx, email: Email, target: EmailStatus, now: int, **extra: object) -> None:
+    data = email_event_data(email, **{k: v for k, v in extra.items() if v is not None})
+    try:
+        await repo.record_event(tx, email, f"email.{target.value}", data, now)
+    except InvalidTransition as exc:
+        raise Conflict(str(exc)) from exc
+
+
+async def _email(tx: Tx, principal: Principal, email_id: str, *, for_update: bool = False) -> Email:
+    email = await repo.get_email(tx, principal.team_id, email_id, for_update=for_update)
+    if email is None:
+        raise NotFound(f"Email {email_id!r} was not found.")
+    return email

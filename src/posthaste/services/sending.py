@@ -1,0 +1,280 @@
+"""The one send path. REST, batch, the SMTP relay, broadcasts and automations all call it.
+
+Checks run in PRODUCT §4's order (authentication and rate limit happen before, at the door):
+fields → stream → template → domain ownership → suppression → quota, and then one transaction
+stores the email, its recipients and tags, its attachments, its first event and its delivery
+job. A failing check stores nothing. A batch runs every check per item and stores all accepted
+items in that same single transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from posthaste.core.addresses import Address
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.mime import make_message_id
+from posthaste.core.models import Email, Event, Principal
+from posthaste.core.send_request import SendRequest, parse_send_request
+from posthaste.core.serialize import email_event_data, email_record
+from posthaste.core.status import EmailStatus
+from posthaste.errors import (
+    DailyQuotaExceeded,
+    DomainNotVerified,
+    PosthasteError,
+    ValidationError,
+)
+from posthaste.storage import emails as emails_repo
+from posthaste.storage import idempotency as idempotency_repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import limits as limits_repo
+from posthaste.storage import streams as streams_repo
+from posthaste.storage import suppressions as suppressions_repo
+from posthaste.storage.database import Database, Tx
+
+DELIVER_JOB = "deliver_email"
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a message says once its template (if any) is resolved and rendered."""
+
+    subject: str
+    html: str | None
+    text: str | None
+    template_id: str | None = None
+
+
+class ContentResolver(Protocol):
+    """Turns a request's template reference and data into final content (templates issue)."""
+
+    async def resolve(self, tx: Tx, principal: Principal, request: SendRequest) -> Content: ...
+
+
+class SenderPolicy(Protocol):
+    """Decides whether the team may send from a domain, and in which region (domains issue)."""
+
+    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str: ...
+
+
+class InlineContent:
+    """Content without stored templates: the request's own subject, html and text."""
+
+    async def resolve(self, tx: Tx, principal: Principal, request: SendRequest) -> Content:
+        if request.template is not None:
+            raise ValidationError(f"Template {request.template!r} was not found.")
+        assert request.subject is not None
+        return Content(request.subject, request.html, request.text)
+
+
+class NoVerifiedDomains:
+    """Until domains can be verified, live keys may not send; test keys send from anywhere."""
+
+    def __init__(self, default_region: str) -> None:
+        self.default_region = default_region
+
+    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
+        if not principal.is_test:
+            raise DomainNotVerified(
+                f"The domain {sender.domain!r} is not verified for this team. Add and verify it "
+                "under /domains, or send with a test key."
+            )
+        return self.default_region
+
+
+@dataclass(frozen=True)
+class _Accepted:
+    email: Email
+    request: SendRequest
+
+
+Outcome = Email | PosthasteError
+
+
+class SendingService:
+    def __init__(self, db: Database, content: ContentResolver, senders: SenderPolicy) -> None:
+        self.db = db
+        self.content = content
+        self.senders = senders
+
+    async def accept(
+        self, principal: Principal, body: object, *, idempotency_key: str | None = None
+    ) -> Email:
+        """Accept one email or raise the first failing check's error; nothing half-stored."""
+        [outcome] = await self._accept_all(principal, [body], idempotency_key)
+        if isinstance(outcome, PosthasteError):
+            raise outcome
+        return outcome
+
+    async def accept_batch(self, principal: Principal, items: Sequence[object]) -> list[Outcome]:
+        """Accept each item independently; accepted ones are stored in one transaction."""
+        return await self._accept_all(principal, items, None)
+
+    async def _accept_all(
+        self, principal: Principal, bodies: Sequence[object], idempotency_key: str | None
+    ) -> list[Outcome]:
+        now = now_ms()
+        outcomes: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
+        async with self.db.transaction() as tx:
+            accepted = await self._check_all(tx, principal, outcomes, now)
+            accepted = await _apply_quota(tx, principal, accepted, outcomes, now)
+            if accepted:
+                await _store(tx, [item for _, item in accepted], now)
+            results = [o if not isinstance(o, SendRequest) else None for o in outcomes]
+            for index, item in accepted:
+                results[index] = item.email
+            if idempotency_key is not None and accepted:
+                body = orjson.dumps(email_record(accepted[0][1].email)).decode()
+                await idempotency_repo.complete(tx, principal.team_id, idempotency_key, 200, body)
+        return [r for r in results if r is not None]
+
+    async def _check_all(
+        self, tx: Tx, principal: Principal, items: list[Outcome | SendRequest], now: int
+    ) -> list[tuple[int, _Accepted]]:
+        accepted: list[tuple[int, _Accepted]] = []
+        for index, item in enumerate(items):
+            if not isinstance(item, SendRequest):
+                continue
+            try:
+                accepted.append((index, await self._check_one(tx, principal, item, now)))
+            except PosthasteError as exc:
+                items[index] = exc
+        suppressed = await _suppressed(tx, principal.team_id, [a.request for _, a in accepted])
+        kept: list[tuple[int, _Accepted]] = []
+        for index, item in accepted:
+            listed = [r for r, _ in item.request.recipients() if r in suppressed]
+            if listed:
+                items[index] = ValidationError(
+                    f"The recipient {listed[0]} is on the suppression list; remove it from "
+                    "/suppressions to send to it again."
+                )
+            else:
+                kept.append((index, item))
+        return kept
+
+    async def _check_one(
+        self, tx: Tx, principal: Principal, request: SendRequest, now: int
+    ) -> _Accepted:
+        stream_id = await _stream(tx, principal.team_id, request.stream_id)
+        content = await self.content.resolve(tx, principal, request)
+        region = await self.senders.region_for(tx, principal, request.from_)
+        return _Accepted(_build_email(principal, request, content, stream_id, region, now), request)
+
+
+def _parse(body: object, now: int) -> Outcome | SendRequest:
+    try:
+        return parse_send_request(body, now)
+    except PosthasteError as exc:
+        return exc
+
+
+async def _stream(tx: Tx, team_id: str, stream_id: str | None) -> str:
+    if stream_id is None:
+        return "transactional"
+    if await streams_repo.get_stream(tx, team_id, stream_id) is None:
+        raise ValidationError(f"The stream {stream_id!r} does not exist; see GET /streams.")
+    return stream_id
+
+
+async def _suppressed(tx: Tx, team_id: str, requests: Sequence[SendRequest]) -> set[str]:
+    addresses = {address for request in requests for address, _ in request.recipients()}
+    return set(await suppressions_repo.find_listed(tx, team_id, sorted(addresses)))
+
+
+async def _apply_quota(
+    tx: Tx,
+    principal: Principal,
+    accepted: list[tuple[int, _Accepted]],
+    outcomes: list[Outcome | SendRequest],
+    now: int,
+) -> list[tuple[int, _Accepted]]:
+    """Count accepted items against the daily quota; items beyond it fail in request order."""
+    quota = principal.team.daily_quota
+    if quota <= 0 or not accepted:
+        return accepted
+    day = now // DAY_MS
+    if await limits_repo.add_daily_usage(tx, principal.team_id, day, len(accepted), quota):
+        return accepted
+    room = max(0, quota - await limits_repo.daily_usage_of(tx, principal.team_id, day))
+    if room:
+        await limits_repo.add_daily_usage(tx, principal.team_id, day, room, quota)
+    reset_in = (day + 1) * DAY_MS - now
+    for index, _ in accepted[room:]:
+        outcomes[index] = DailyQuotaExceeded(
+            f"The daily quota of {quota} emails is used up; it resets at 00:00 UTC.",
+            retry_after=max(1, reset_in // 1000), limit=quota, reset=max(1, reset_in // 1000),
+        )
+    return accepted[:room]
+
+
+def _build_email(
+    principal: Principal,
+    request: SendRequest,
+    content: Content,
+    stream_id: str,
+    region: str,
+    now: int,
+) -> Email:
+    email_id = new_id()
+    scheduled = request.scheduled_at is not None
+    status = EmailStatus.SCHEDULED if scheduled else EmailStatus.QUEUED
+    return Email(
+        id=email_id,
+        team_id=principal.team_id,
+        mode=principal.key.mode,
+        from_address=request.from_.formatted(),
+        to=[a.formatted() for a in request.to],
+        cc=[a.formatted() for a in request.cc],
+        bcc=[a.formatted() for a in request.bcc],
+        reply_to=[a.formatted() for a in request.reply_to],
+        subject=content.subject,
+        html=content.html,
+        text=content.text,
+        headers=request.headers,
+        tags=request.tags,
+        status=status,
+        last_event=f"email.{status.value}",
+        created_at=now,
+        scheduled_at=request.scheduled_at,
+        sent_at=None,
+        template_id=content.template_id,
+        stream_id=stream_id,
+        broadcast_id=None,
+        message_id=make_message_id(request.from_.domain, email_id),
+        provider_message_id=None,
+        region=region,
+    )
+
+
+async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    job_rows: list[dict[str, Any]] = []
+    for item in accepted:
+        email, request = item.email, item.request
+        _add(rows, "emails", [emails_repo.email_row(email, request.from_.lookup_key)])
+        _add(rows, "email_recipients", emails_repo.recipient_rows(email, request.recipients()))
+        _add(rows, "email_tags", emails_repo.tag_rows(email))
+        blob_rows, info_rows = emails_repo.attachment_rows(
+            email,
+            [emails_repo.NewAttachment(a.filename, a.content_type, a.content, a.content_id)
+             for a in request.attachments],
+        )
+        _add(rows, "blobs", blob_rows)
+        _add(rows, "attachments", info_rows)
+        event = Event(new_id(), email.team_id, email.last_event, email.id, now,
+                      email_event_data(email))
+        _add(rows, "events", [emails_repo.event_row(event)])
+        due = email.scheduled_at if email.scheduled_at is not None else now
+        job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
+    await emails_repo.insert_many(tx, rows)
+    await jobs_repo.enqueue_many(tx, job_rows)
+
+
+def _add(rows: dict[str, list[dict[str, Any]]], table: str, items: list[dict[str, Any]]) -> None:
+    rows.setdefault(table, []).extend(items)
+

@@ -1,0 +1,190 @@
+"""The database handle: engine, transactions, and cross-process wake-ups.
+
+SQLite (one machine): WAL, ``BEGIN IMMEDIATE`` for writes so two writers never deadlock on a lock
+upgrade, and an in-process lock so writers queue fairly instead of spinning in SQLite's busy
+handler. Wake-ups are in-process callbacks fired after commit.
+
+PostgreSQL (a fleet): asyncpg pool; wake-ups are ``NOTIFY`` inside the transaction (delivered by
+PostgreSQL at commit) and one ``LISTEN`` connection per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from posthaste.errors import ServiceUnavailable
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[], None]
+JOBS_CHANNEL = "posthaste_jobs"
+CHANNELS = (JOBS_CHANNEL,)  # every channel a process may need; LISTENed from the start
+
+
+class Tx:
+    """One open transaction; repositories take it, services open it."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self.channels: set[str] = set()
+
+    def notify(self, channel: str) -> None:
+        """Wake listeners of ``channel`` once this transaction commits."""
+        self.channels.add(channel)
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = 20) -> None:
+        self.url = url
+        self.is_postgres = url.startswith("postgresql")
+        self.engine: AsyncEngine = self._make_engine(url, pool_size)
+        self._write_lock = asyncio.Lock()
+        self._listeners: dict[str, list[Listener]] = defaultdict(list)
+        self._listen_conn: asyncpg.Connection | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def _make_engine(self, url: str, pool_size: int) -> AsyncEngine:
+        if self.is_postgres:
+            return create_async_engine(
+                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+            )
+        engine = create_async_engine(url, pool_size=8, max_overflow=8)
+        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
+        return engine
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        """A write transaction; listeners named through ``tx.notify`` wake after commit."""
+        lock = self._write_lock if not self.is_postgres else _NullLock()
+        async with lock, _translate_db_errors(), self.engine.begin() as conn:
+            tx = Tx(conn)
+            yield tx
+            if self.is_postgres:
+                for channel in sorted(tx.channels):
+                    await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
+        if not self.is_postgres:
+            for channel in tx.channels:
+                self._fire(channel)
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[Tx]:
+        """A read-only unit of work (no write lock on SQLite)."""
+        async with _translate_db_errors(), self.engine.connect() as conn:
+            if not self.is_postgres:
+                conn = await conn.execution_options(sqlite_read=True)
+            yield Tx(conn)
+
+    def add_listener(self, channel: str, callback: Listener) -> None:
+        self._listeners[channel].append(callback)
+
+    def _fire(self, channel: str) -> None:
+        for callback in self._listeners.get(channel, ()):
+            callback()
+
+    async def start_listening(self) -> None:
+        """On PostgreSQL, LISTEN on every channel; reconnects by itself if the link drops."""
+        if not self.is_postgres or self._listen_conn is not None:
+            return
+        url = make_url(self.url).set(drivername="postgresql")
+        conn = await asyncpg.connect(url.render_as_string(hide_password=False))
+        for channel in sorted({*CHANNELS, *self._listeners}):
+            await conn.add_listener(channel, self._on_pg_notify)
+        conn.add_termination_listener(self._on_listen_lost)
+        self._listen_conn = conn
+
+    def _on_pg_notify(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
+        self._fire(channel)
+
+    def _on_listen_lost(self, _conn: Any) -> None:
+        if self._closing:
+            return
+        self._listen_conn = None
+        self._reconnect_task = asyncio.get_running_loop().create_task(self._relisten())
+
+    async def _relisten(self) -> None:
+        delay = 0.5
+        while not self._closing and self._listen_conn is None:
+            try:
+                await self.start_listening()
+            except (OSError, asyncpg.PostgresError):
+                log.warning("LISTEN connection lost; retrying in %.1fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+                continue
+            for channel in list(self._listeners):
+                self._fire(channel)  # catch up on anything missed while disconnected
+
+    async def ping(self) -> bool:
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return True
+        except (OSError, DBAPIError, asyncpg.PostgresError):
+            return False
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._listen_conn is not None:
+            await self._listen_conn.close()
+            self._listen_conn = None
+        await self.engine.dispose()
+
+
+class _NullLock:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+@contextlib.asynccontextmanager
+async def _translate_db_errors() -> AsyncIterator[None]:
+    """A database that cannot be reached is 503, never a stack trace."""
+    try:
+        yield
+    except (OSError, asyncpg.CannotConnectNowError, ConnectionError) as exc:
+        raise ServiceUnavailable("The database is unreachable; retry shortly.") from exc
+    except OperationalError as exc:
+        if _is_connection_problem(exc):
+            raise ServiceUnavailable("The database is unreachable; retry shortly.") from exc
+        raise
+
+
+def _is_connection_problem(exc: OperationalError) -> bool:
+    message = str(exc.orig).lower()
+    return any(
+        marker in message for marker in ("connect", "unable to open", "database is locked")
+    )
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit BEGIN is deferred).
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    if conn.get_execution_options().get("sqlite_read"):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,341 @@
+"""Emails, their recipients, tags, attachments and status changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, exists, func, select, tuple_, update
+
+from posthaste.core.cursors import Position
+from posthaste.core.ids import new_id
+from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
+from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
+from posthaste.storage.database import Tx
+from posthaste.storage.tables import attachments, blobs, email_recipients, email_tags, emails, events
+
+
+@dataclass(frozen=True)
+class NewAttachment:
+    filename: str
+    content_type: str
+    content: bytes
+    content_id: str | None
+
+
+@dataclass(frozen=True)
+class EmailFilter:
+    status: str | None = None
+    to: str | None = None
+    from_: str | None = None
+    subject: str | None = None
+    tag: tuple[str, str] | None = None
+    stream_id: str | None = None
+    after: int | None = None
+    before: int | None = None
+
+
+def _email(row: Any) -> Email:
+    return Email(
+        id=row.id,
+        team_id=row.team_id,
+        mode=KeyMode(row.mode),
+        from_address=row.from_address,
+        to=row.to,
+        cc=row.cc,
+        bcc=row.bcc,
+        reply_to=row.reply_to,
+        subject=row.subject,
+        html=row.html,
+        text=row.text,
+        headers=row.headers,
+        tags=row.tags,
+        status=EmailStatus(row.status),
+        last_event=row.last_event,
+        created_at=row.created_at,
+        scheduled_at=row.scheduled_at,
+        sent_at=row.sent_at,
+        template_id=row.template_id,
+        stream_id=row.stream_id,
+        broadcast_id=row.broadcast_id,
+        message_id=row.message_id,
+        provider_message_id=row.provider_message_id,
+        region=row.region,
+        raw_blob_id=row.raw_blob_id,
+        attempts=row.attempts,
+    )
+
+
+def _event(row: Any) -> Event:
+    return Event(row.id, row.team_id, row.type, row.email_id, row.created_at, row.data)
+
+
+def email_row(email: Email, from_lookup: str) -> dict[str, Any]:
+    return {
+        "id": email.id,
+        "team_id": email.team_id,
+        "mode": email.mode.value,
+        "from_address": email.from_address,
+        "from_lookup": from_lookup,
+        "to": email.to,
+        "cc": email.cc,
+        "bcc": email.bcc,
+        "reply_to": email.reply_to,
+        "subject": email.subject,
+        "html": email.html,
+        "text": email.text,
+        "headers": email.headers,
+        "tags": email.tags,
+        "status": email.status.value,
+        "last_event": email.last_event,
+        "created_at": email.created_at,
+        "scheduled_at": email.scheduled_at,
+        "sent_at": email.sent_at,
+        "template_id": email.template_id,
+        "stream_id": email.stream_id,
+        "broadcast_id": email.broadcast_id,
+        "message_id": email.message_id,
+        "provider_message_id": email.provider_message_id,
+        "region": email.region,
+        "attempts": 0,
+    }
+
+
+def recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """``recipients`` are (lookup address, kind) pairs, already de-duplicated."""
+    return [
+        {
+            "email_id": email.id,
+            "address": address,
+            "team_id": email.team_id,
+            "kind": kind,
+            "outcome": "pending",
+            "created_at": email.created_at,
+        }
+        for address, kind in recipients
+    ]
+
+
+def tag_rows(email: Email) -> list[dict[str, Any]]:
+    return [
+        {
+            "email_id": email.id,
+            "key": key,
+            "value": value,
+            "team_id": email.team_id,
+            "created_at": email.created_at,
+        }
+        for key, value in email.tags.items()
+    ]
+
+
+def event_row(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "team_id": event.team_id,
+        "type": event.type,
+        "email_id": event.email_id,
+        "created_at": event.created_at,
+        "data": event.data,
+    }
+
+
+def attachment_rows(
+    email: Email, items: Sequence[NewAttachment]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows for ``blobs`` and ``attachments`` (attachments kept in the database blob store)."""
+    blob_rows: list[dict[str, Any]] = []
+    info_rows: list[dict[str, Any]] = []
+    for position, item in enumerate(items):
+        blob_id = new_id()
+        blob_rows.append(
+            {"id": blob_id, "team_id": email.team_id, "data": item.content,
+             "created_at": email.created_at}
+        )
+        info_rows.append(
+            {
+                "id": new_id(),
+                "email_id": email.id,
+                "team_id": email.team_id,
+                "position": position,
+                "filename": item.filename,
+                "content_type": item.content_type,
+                "size": len(item.content),
+                "content_id": item.content_id,
+                "blob_id": blob_id,
+            }
+        )
+    return blob_rows, info_rows
+
+
+async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Insert prepared rows of several emails at once, parents first (one statement per table)."""
+    for table in (emails, email_recipients, email_tags, blobs, attachments, events):
+        table_rows = rows.get(table.name)
+        if table_rows:
+            await tx.conn.execute(table.insert(), table_rows)
+
+
+async def get_email(tx: Tx, team_id: str, email_id: str, *, for_update: bool = False) -> Email | None:
+    query = select(emails).where(emails.c.team_id == team_id, emails.c.id == email_id)
+    if for_update:
+        query = query.with_for_update()
+    row = (await tx.conn.execute(query)).first()
+    return _email(row) if row else None
+
+
+async def get_email_any_team(tx: Tx, email_id: str, *, for_update: bool = False) -> Email | None:
+    """For workers, which act on a job's email whatever its team."""
+    query = select(emails).where(emails.c.id == email_id)
+    if for_update:
+        query = query.with_for_update()
+    row = (await tx.conn.execute(query)).first()
+    return _email(row) if row else None
+
+
+def _filtered(query: Select[Any], team_id: str, flt: EmailFilter) -> Select[Any]:
+    query = query.where(emails.c.team_id == team_id)
+    if flt.status:
+        query = query.where(emails.c.status == flt.status)
+    if flt.stream_id:
+        query = query.where(emails.c.stream_id == flt.stream_id)
+    if flt.from_:
+        query = query.where(emails.c.from_lookup == flt.from_)
+    if flt.subject:
+        pattern = "%" + flt.subject.lower().replace("\\", "\\\\").replace("%", "\\%").replace(
+            "_", "\\_") + "%"
+        query = query.where(func.lower(emails.c.subject).like(pattern, escape="\\"))
+    if flt.after is not None:
+        query = query.where(emails.c.created_at > flt.after)
+    if flt.before is not None:
+        query = query.where(emails.c.created_at < flt.before)
+    if flt.to:
+        query = query.where(
+            exists().where(
+                email_recipients.c.email_id == emails.c.id,
+                email_recipients.c.team_id == team_id,
+                email_recipients.c.address == flt.to,
+            )
+        )
+    if flt.tag:
+        key, value = flt.tag
+        query = query.where(
+            exists().where(
+                email_tags.c.email_id == emails.c.id,
+                email_tags.c.team_id == team_id,
+                email_tags.c.key == key,
+                email_tags.c.value == value,
+            )
+        )
+    return query
+
+
+async def list_emails(
+    tx: Tx, team_id: str, flt: EmailFilter, after_position: Position | None, limit: int
+) -> list[Email]:
+    """Newest first, strictly after ``after_position`` (the last row of the previous page)."""
+    query = _filtered(select(emails), team_id, flt)
+    if after_position is not None:
+        query = query.where(
+            tuple_(emails.c.created_at, emails.c.id)
+            < tuple_(after_position.created_at, after_position.id)
+        )
+    query = query.order_by(emails.c.created_at.desc(), emails.c.id.desc()).limit(limit)
+    return [_email(r) for r in await tx.conn.execute(query)]
+
+
+async def list_events(tx: Tx, team_id: str, email_id: str) -> list[Event]:
+    query = (
+        select(events)
+        .where(events.c.team_id == team_id, events.c.email_id == email_id)
+        .order_by(events.c.id)
+    )
+    return [_event(r) for r in await tx.conn.execute(query)]
+
+
+async def list_attachments(tx: Tx, team_id: str, email_id: str) -> list[AttachmentInfo]:
+    query = (
+        select(attachments)
+        .where(attachments.c.team_id == team_id, attachments.c.email_id == email_id)
+        .order_by(attachments.c.position)
+    )
+    return [
+        AttachmentInfo(r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id,
+                       r.blob_id)
+        for r in await tx.conn.execute(query)
+    ]
+
+
+async def read_blob(tx: Tx, team_id: str, blob_id: str) -> bytes | None:
+    query = select(blobs.c.data).where(blobs.c.team_id == team_id, blobs.c.id == blob_id)
+    row = (await tx.conn.execute(query)).first()
+    return bytes(row.data) if row else None
+
+
+async def store_raw(tx: Tx, email: Email, raw: bytes, now: int) -> None:
+    blob_id = new_id()
+    await tx.conn.execute(
+        blobs.insert().values(id=blob_id, team_id=email.team_id, data=raw, created_at=now)
+    )
+    await tx.conn.execute(
+        update(emails).where(emails.c.id == email.id).values(raw_blob_id=blob_id)
+    )
+
+
+async def set_delivery_fields(tx: Tx, email_id: str, **values: Any) -> None:
+    """Worker bookkeeping: provider ids, sent_at, attempts (never ``status``)."""
+    assert "status" not in values
+    await tx.conn.execute(update(emails).where(emails.c.id == email_id).values(**values))
+
+
+async def set_recipient_outcome(tx: Tx, email_id: str, addresses: Sequence[str], outcome: str) -> None:
+    await tx.conn.execute(
+        update(email_recipients)
+        .where(email_recipients.c.email_id == email_id, email_recipients.c.address.in_(addresses))
+        .values(outcome=outcome)
+    )
+
+
+async def recipient_outcomes(tx: Tx, email_id: str) -> dict[str, str]:
+    query = select(email_recipients.c.address, email_recipients.c.outcome).where(
+        email_recipients.c.email_id == email_id
+    )
+    return {r.address: r.outcome for r in await tx.conn.execute(query)}
+
+
+async def record_event(
+    tx: Tx,
+    email: Email,
+    event_type: str,
+    data: dict[str, Any],
+    now: int,
+    *,
+    status: EmailStatus | None = None,
+) -> tuple[EmailStatus, Event]:
+    """The one writer of email status: checks the status machine, stores status and event.
+
+    By default the event's own type decides the new status (``email.sent`` → ``sent``). A
+    per-recipient outcome of a multi-recipient email passes ``status``: the aggregate status it
+    leads to (possibly unchanged). Raises ``InvalidTransition`` and writes nothing when the move
+    is not allowed. The caller holds the row (``get_email(..., for_update=True)``).
+    """
+    if status is None:
+        new_status = apply_event(email.status, event_type)
+    elif status is email.status or can_move(email.status, status):
+        new_status = status
+    else:
+        raise InvalidTransition(email.status, event_type)
+    event = Event(new_id(), email.team_id, event_type, email.id, now, data)
+    values: dict[str, Any] = {"status": new_status.value, "last_event": event_type}
+    if event_type == "email.sent":
+        values["sent_at"] = now
+    await tx.conn.execute(update(emails).where(emails.c.id == email.id).values(**values))
+    await tx.conn.execute(events.insert().values(**event_row(event)))
+    return new_status, event
+
+
+async def reschedule(tx: Tx, email_id: str, scheduled_at: int | None) -> None:
+    await tx.conn.execute(
+        update(emails).where(emails.c.id == email_id).values(scheduled_at=scheduled_at)
+    )

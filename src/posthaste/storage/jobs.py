@@ -1,0 +1,105 @@
+"""The job queue in the database.
+
+A job is due when ``available_at <= now``. Claiming pushes ``available_at`` out by the lease
+and bumps ``attempts``; finishing deletes the row. If the worker dies, the job falls due again
+when its lease runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
+number of workers claim side by side without ever handing one job to two of them; on SQLite the
+claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` doubles as a
+fencing token: a worker whose lease was taken over cannot finish or reschedule the new claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+
+from posthaste.core.models import Job
+from posthaste.storage.database import JOBS_CHANNEL, Tx
+from posthaste.storage.tables import jobs
+
+CHANNEL = JOBS_CHANNEL
+
+
+def job_row(kind: str, ref: str, team_id: str | None, available_at: int, now: int) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "ref": ref,
+        "team_id": team_id,
+        "available_at": available_at,
+        "attempts": 0,
+        "created_at": now,
+    }
+
+
+async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Store jobs and wake the workers when the transaction commits."""
+    if rows:
+        await tx.conn.execute(jobs.insert(), list(rows))
+        tx.notify(CHANNEL)
+
+
+async def enqueue(tx: Tx, kind: str, ref: str, team_id: str | None, available_at: int, now: int) -> None:
+    await enqueue_many(tx, [job_row(kind, ref, team_id, available_at, now)])
+
+
+async def claim(tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int) -> list[Job]:
+    """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``."""
+    due = (
+        select(jobs.c.id)
+        .where(jobs.c.available_at <= now, jobs.c.kind.in_(kinds))
+        .order_by(jobs.c.available_at, jobs.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    query = (
+        update(jobs)
+        .where(jobs.c.id.in_(due))
+        .values(available_at=now + lease_ms, attempts=jobs.c.attempts + 1, locked_by=worker)
+        .returning(jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts)
+    )
+    rows = (await tx.conn.execute(query)).all()
+    return sorted((Job(r.id, r.kind, r.ref, r.team_id, r.attempts) for r in rows), key=lambda j: j.id)
+
+
+async def finish(tx: Tx, job: Job) -> bool:
+    """Delete a job we still hold; False when our lease was lost to another worker."""
+    query = delete(jobs).where(jobs.c.id == job.id, jobs.c.attempts == job.attempts)
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def retry_at(tx: Tx, job: Job, available_at: int) -> bool:
+    """Release a job we hold, due again at ``available_at``."""
+    query = (
+        update(jobs)
+        .where(jobs.c.id == job.id, jobs.c.attempts == job.attempts)
+        .values(available_at=available_at, locked_by=None)
+    )
+    updated = bool((await tx.conn.execute(query)).rowcount)
+    tx.notify(CHANNEL)
+    return updated
+
+
+async def move(tx: Tx, kind: str, ref: str, available_at: int) -> int:
+    """Make the pending jobs of ``(kind, ref)`` due at another time (rescheduling)."""
+    query = update(jobs).where(jobs.c.kind == kind, jobs.c.ref == ref).values(available_at=available_at)
+    count = (await tx.conn.execute(query)).rowcount
+    tx.notify(CHANNEL)
+    return int(count)
+
+
+async def drop(tx: Tx, kind: str, ref: str) -> int:
+    query = delete(jobs).where(jobs.c.kind == kind, jobs.c.ref == ref)
+    return int((await tx.conn.execute(query)).rowcount)
+
+
+async def next_due_at(tx: Tx, kinds: Sequence[str]) -> int | None:
+    """When the earliest job (due or leased) becomes claimable: the worker's next wake-up."""
+    query = select(func.min(jobs.c.available_at)).where(jobs.c.kind.in_(kinds))
+    return (await tx.conn.execute(query)).scalar()
+
+
+async def depth(tx: Tx) -> int:
+    return int((await tx.conn.execute(select(func.count()).select_from(jobs))).scalar() or 0)

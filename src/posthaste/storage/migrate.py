@@ -1,0 +1,46 @@
+"""Schema migrations (Alembic), applied by ``posthaste migrate`` and at ``serve`` start."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def alembic_config(async_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", async_url.replace("%", "%%"))
+    return config
+
+
+async def upgrade_to_head(async_url: str) -> None:
+    """Bring the schema to the newest revision; safe to run from several processes at once
+    on PostgreSQL (an advisory lock serialises them)."""
+    config = alembic_config(async_url)
+    engine = create_async_engine(async_url)
+    try:
+        async with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                await conn.exec_driver_sql("SELECT pg_advisory_lock(7031996)")
+            await conn.run_sync(_upgrade, config)
+            await conn.commit()
+            if conn.dialect.name == "postgresql":
+                await conn.exec_driver_sql("SELECT pg_advisory_unlock(7031996)")
+    finally:
+        await engine.dispose()
+
+
+def _upgrade(connection: Connection, config: Config) -> None:
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def upgrade_to_head_sync(async_url: str) -> None:
+    asyncio.run(upgrade_to_head(async_url))

@@ -1,0 +1,131 @@
+"""Shared fixtures: every storage, queue and API test runs on SQLite and on PostgreSQL.
+
+PostgreSQL: one fresh database per test session (and per xdist worker), created and dropped
+here; tables are emptied between tests. Under CI=true a missing PostgreSQL fails the run.
+SQLite: the migrated schema is built once and copied into each test's own directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy import text
+
+from posthaste.api.app import create_app
+from posthaste.bootstrap import Services, build_services
+from posthaste.config import Settings
+from posthaste.core.models import KeyMode, Permission, Team
+from posthaste.storage.migrate import upgrade_to_head
+from posthaste.storage.tables import metadata
+
+PG_ADMIN_DSN = os.environ.get("POSTHASTE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+SECRET = "test-secret-key-" + "x" * 32
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    name = f"posthaste_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required under CI=true and is unreachable: {exc}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_DSN}: {exc}")
+    base = PG_ADMIN_DSN.rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+    asyncio.run(upgrade_to_head(url.replace("postgresql://", "postgresql+asyncpg://", 1)))
+    yield url
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("schema") / "template.db"
+    asyncio.run(upgrade_to_head(f"sqlite+aiosqlite:///{path}"))
+    return path
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def settings(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        shutil.copy(template, tmp_path / "posthaste.db")
+        url = f"sqlite:///{tmp_path / 'posthaste.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    return Settings(database_url=url, data_dir=tmp_path, secret_key=SECRET,
+                    delivery_retry_schedule=(0.2, 0.2, 0.2))
+
+
+async def _empty_tables(services: Services) -> None:
+    if not services.db.is_postgres:
+        return
+    names = ", ".join(t.name for t in metadata.sorted_tables)
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+async def services(settings: Settings) -> AsyncIterator[Services]:
+    built = build_services(settings)
+    await _empty_tables(built)
+    await built.db.start_listening()
+    yield built
+    await built.close()
+
+
+@dataclass
+class Tenant:
+    """A team with a live, a test and a sending-only key, as a customer would have."""
+
+    team: Team
+    live: str
+    test: str
+    sending: str
+
+    def headers(self, which: str = "test") -> dict[str, str]:
+        return {"Authorization": f"Bearer {getattr(self, which)}"}
+
+
+async def make_tenant(services: Services, name: str | None = None, *, rate_limit: int = 0,
+                      daily_quota: int = 0) -> Tenant:
+    team = await services.teams.create_team(name or f"team-{uuid.uuid4().hex[:8]}",
+                                            rate_limit, daily_quota)
+    live = await services.teams.create_key(team.id, "live", KeyMode.LIVE)
+    test = await services.teams.create_key(team.id, "test", KeyMode.TEST)
+    sending = await services.teams.create_key(team.id, "send", KeyMode.TEST, Permission.SENDING_ACCESS)
+    return Tenant(team, live.token, test.token, sending.token)
+
+
+@pytest.fixture
+async def tenant(services: Services) -> Tenant:
+    return await make_tenant(services)
+
+
+@pytest.fixture
+async def client(services: Services) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(services))
+    async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:
+        yield http

@@ -1,0 +1,97 @@
+"""A real ``posthaste serve`` process per module and backend, on a free loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
+
+
+@dataclass
+class RunningServer:
+    url: str
+    data_dir: Path
+    live_key: str
+    test_key: str
+    env: dict[str, str]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _bootstrap_keys(data_dir: Path) -> dict[str, str]:
+    keys = {}
+    for line in (data_dir / "bootstrap-keys.txt").read_text().splitlines():
+        if " key: " in line:
+            mode, _, token = line.partition(" key: ")
+            keys[mode.strip()] = token.strip()
+    return keys
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server did not become ready:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    # Named like the default data dir, so the README's walk-through runs unchanged beside it.
+    data_dir = tmp_path_factory.mktemp("server") / "posthaste-data"
+    data_dir.mkdir()
+    port = free_port()
+    env = {**os.environ, "POSTHASTE_DATA_DIR": str(data_dir), "POSTHASTE_HTTP_PORT": str(port),
+           "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s", "POSTHASTE_LOG_LEVEL": "warning"}
+    database = None
+    if request.param == "postgres":
+        database = f"posthaste_e2e_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        try:
+            asyncio.run(_pg_admin(f'CREATE DATABASE "{database}"'))
+        except (OSError, asyncpg.PostgresError) as exc:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"PostgreSQL is required under CI=true: {exc}")
+            pytest.skip(f"PostgreSQL not reachable: {exc}")
+        env["POSTHASTE_DATABASE_URL"] = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{database}"
+        env["POSTHASTE_SECRET_KEY"] = SECRET
+    log = data_dir / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "posthaste.cli", "serve"], env=env,
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=data_dir.parent)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log)
+        keys = _bootstrap_keys(data_dir)
+        yield RunningServer(url, data_dir, keys["live"], keys["test"], env)
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        if database:
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))

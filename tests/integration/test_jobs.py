@@ -1,0 +1,139 @@
+"""The job queue on SQLite and PostgreSQL: claims, leases, wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from posthaste.bootstrap import Services
+from posthaste.core.ids import now_ms
+from posthaste.core.models import Job
+from posthaste.storage import jobs as jobs_repo
+from posthaste.workers.runner import Worker
+
+
+async def _enqueue(services: Services, count: int, kind: str = "test_job", due: int | None = None) -> None:
+    now = now_ms()
+    rows = [jobs_repo.job_row(kind, f"ref-{i}", None, due or now, now) for i in range(count)]
+    async with services.db.transaction() as tx:
+        await jobs_repo.enqueue_many(tx, rows)
+
+
+async def test_concurrent_claims_never_share_a_job(services: Services) -> None:
+    await _enqueue(services, 300)
+
+    async def claimer(name: str) -> list[int]:
+        mine: list[int] = []
+        while True:
+            async with services.db.transaction() as tx:
+                jobs = await jobs_repo.claim(tx, ["test_job"], name, now_ms(), 60_000, 7)
+            if not jobs:
+                return mine
+            mine.extend(job.id for job in jobs)
+
+    results = await asyncio.gather(*(claimer(f"w{i}") for i in range(8)))
+    claimed = Counter(job_id for ids in results for job_id in ids)
+    assert len(claimed) == 300
+    assert max(claimed.values()) == 1
+    assert sum(1 for ids in results if ids) > 1  # the work really was shared
+
+
+async def test_a_leased_job_is_claimed_again_only_after_its_lease(services: Services) -> None:
+    await _enqueue(services, 1)
+    start = now_ms()
+    async with services.db.transaction() as tx:
+        [first] = await jobs_repo.claim(tx, ["test_job"], "dead-worker", start, 500, 10)
+    async with services.db.transaction() as tx:
+        assert await jobs_repo.claim(tx, ["test_job"], "other", start + 100, 500, 10) == []
+    async with services.db.transaction() as tx:
+        [again] = await jobs_repo.claim(tx, ["test_job"], "other", start + 600, 500, 10)
+    assert again.id == first.id and again.attempts == 2
+    # The dead worker's late "finish" must not delete the new holder's claim.
+    async with services.db.transaction() as tx:
+        assert await jobs_repo.finish(tx, first) is False
+        assert await jobs_repo.finish(tx, again) is True
+        assert await jobs_repo.depth(tx) == 0
+
+
+async def test_worker_runs_an_abandoned_job_after_the_lease(services: Services) -> None:
+    await _enqueue(services, 1)
+    async with services.db.transaction() as tx:
+        await jobs_repo.claim(tx, ["test_job"], "crashed", now_ms(), 300, 10)
+    done: list[Job] = []
+    finished = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        done.append(job)
+        finished.set()
+
+    worker = Worker(services.db, {"test_job": handler}, lease_seconds=30)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(finished.wait(), 5)
+    finally:
+        worker.stop()
+        await task
+    assert [job.attempts for job in done] == [2]
+
+
+async def test_an_idle_worker_wakes_on_commit_not_on_a_poll(services: Services) -> None:
+    got = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        got.set()
+
+    # idle_check of an hour: only the wake-up from the commit can make this pass in time.
+    worker = Worker(services.db, {"test_job": handler}, lease_seconds=30, idle_check=3600)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0.2)  # let the worker go idle
+        await _enqueue(services, 1)
+        await asyncio.wait_for(got.wait(), 5)
+    finally:
+        worker.stop()
+        await task
+
+
+async def test_worker_sleeps_until_a_scheduled_job_is_due(services: Services) -> None:
+    ran_at: list[int] = []
+
+    async def handler(job: Job) -> None:
+        ran_at.append(now_ms())
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+
+    due = now_ms() + 700
+    await _enqueue(services, 1, due=due)
+    worker = Worker(services.db, {"test_job": handler}, lease_seconds=30, idle_check=3600)
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(60):
+            if ran_at:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        worker.stop()
+        await task
+    assert ran_at and ran_at[0] >= due
+
+
+async def test_a_failing_handler_does_not_stop_the_worker(services: Services) -> None:
+    await _enqueue(services, 2)
+    seen: list[str] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(job.ref)
+        if job.ref == "ref-0":
+            raise RuntimeError("boom")
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+
+    worker = Worker(services.db, {"test_job": handler}, lease_seconds=30)
+    assert await worker.run_until_idle() == 2
+    assert sorted(seen) == ["ref-0", "ref-1"]
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 1  # the failed one waits for its lease to run out
