@@ -75,8 +75,12 @@ def settings(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Se
         url = f"sqlite:///{tmp_path / 'posthaste.db'}"
     else:
         url = request.getfixturevalue("pg_url")
-    return Settings(database_url=url, data_dir=tmp_path, secret_key=SECRET,
-                    delivery_retry_schedule=(0.2, 0.2, 0.2))
+    return Settings(
+        database_url=url,
+        data_dir=tmp_path,
+        secret_key=SECRET,
+        delivery_retry_schedule=(0.2, 0.2, 0.2),
+    )
 
 
 async def _empty_tables(services: Services) -> None:
@@ -109,13 +113,17 @@ class Tenant:
         return {"Authorization": f"Bearer {getattr(self, which)}"}
 
 
-async def make_tenant(services: Services, name: str | None = None, *, rate_limit: int = 0,
-                      daily_quota: int = 0) -> Tenant:
-    team = await services.teams.create_team(name or f"team-{uuid.uuid4().hex[:8]}",
-                                            rate_limit, daily_quota)
+async def make_tenant(
+    services: Services, name: str | None = None, *, rate_limit: int = 0, daily_quota: int = 0
+) -> Tenant:
+    team = await services.teams.create_team(
+        name or f"team-{uuid.uuid4().hex[:8]}", rate_limit, daily_quota
+    )
     live = await services.teams.create_key(team.id, "live", KeyMode.LIVE)
     test = await services.teams.create_key(team.id, "test", KeyMode.TEST)
-    sending = await services.teams.create_key(team.id, "send", KeyMode.TEST, Permission.SENDING_ACCESS)
+    sending = await services.teams.create_key(
+        team.id, "send", KeyMode.TEST, Permission.SENDING_ACCESS
+    )
     return Tenant(team, live.token, test.token, sending.token)
 
 

@@ -1,4 +1,7 @@
-"""Builds every part of the service from Settings. No import-time singletons: tests build their own."""
+"""Builds every part of the service from Settings.
+
+No import-time singletons: tests build their own.
+"""
 
 from __future__ import annotations
 

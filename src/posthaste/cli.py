@@ -27,20 +27,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--role", choices=ROLES)
     commands.add_parser("migrate", help="apply database migrations")
 
-    teams = commands.add_parser("teams", help="manage teams").add_subparsers(dest="action", required=True)
+    teams = commands.add_parser("teams", help="manage teams").add_subparsers(
+        dest="action", required=True
+    )
     for action in ("create", "update"):
         sub = teams.add_parser(action)
         sub.add_argument("name")
         sub.add_argument("--rate-limit", type=int, help="requests per second (0 = unlimited)")
-        sub.add_argument("--daily-quota", type=int, help="accepted emails per UTC day (0 = unlimited)")
+        sub.add_argument(
+            "--daily-quota", type=int, help="accepted emails per UTC day (0 = unlimited)"
+        )
     teams.add_parser("list")
 
-    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
+        dest="action", required=True
+    )
     create = keys.add_parser("create")
     create.add_argument("--team", required=True)
     create.add_argument("--name")
     create.add_argument("--mode", choices=[m.value for m in KeyMode], default="live")
-    create.add_argument("--permission", choices=[p.value for p in Permission], default="full_access")
+    create.add_argument(
+        "--permission", choices=[p.value for p in Permission], default="full_access"
+    )
     listing = keys.add_parser("list")
     listing.add_argument("--team", required=True)
     revoke = keys.add_parser("revoke")
@@ -106,8 +114,10 @@ async def _teams(services: Services, args: argparse.Namespace) -> int:
         print(team.id)
     else:
         for team in await services.teams.list_teams():
-            print(f"{team.id}  {team.name}  rate_limit={team.rate_limit}/s  "
-                  f"daily_quota={team.daily_quota or 'unlimited'}")
+            print(
+                f"{team.id}  {team.name}  rate_limit={team.rate_limit}/s  "
+                f"daily_quota={team.daily_quota or 'unlimited'}"
+            )
     return 0
 
 
@@ -115,13 +125,16 @@ async def _keys(services: Services, args: argparse.Namespace) -> int:
     if args.action == "create":
         team = await services.teams.team_by_name(args.team)
         created = await services.teams.create_key(
-            team.id, args.name, KeyMode(args.mode), Permission(args.permission))
+            team.id, args.name, KeyMode(args.mode), Permission(args.permission)
+        )
         print(created.token)
     elif args.action == "list":
         team = await services.teams.team_by_name(args.team)
         for key in await services.teams.list_keys(team.id):
-            print(f"{key.id}  {key.token_hint}…  {key.mode.value}  {key.permission.value}  "
-                  f"{key.name}  created {format_ms(key.created_at)}")
+            print(
+                f"{key.id}  {key.token_hint}…  {key.mode.value}  {key.permission.value}  "
+                f"{key.name}  created {format_ms(key.created_at)}"
+            )
     else:
         await services.teams.revoke_key(args.id)
         print(f"revoked {args.id}")

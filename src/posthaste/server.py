@@ -38,7 +38,9 @@ class Roles:
             self.api = _api_server(self.services)
             self.tasks.append(asyncio.create_task(self.api.serve(), name="api"))
         if role == "smtp":
-            log.warning("the smtp role has nothing to run yet: the SMTP relay is not in this version")
+            log.warning(
+                "the smtp role has nothing to run yet: the SMTP relay is not in this version"
+            )
 
     async def stop(self) -> None:
         if self.api is not None:
@@ -81,9 +83,15 @@ async def _until_stopped(tasks: list[asyncio.Task[None]]) -> None:
 def _api_server(services: Services) -> uvicorn.Server:
     settings = services.settings
     config = uvicorn.Config(
-        create_app(services), host=settings.http_host, port=settings.http_port,
-        loop="none", lifespan="off", log_config=None, access_log=False,
-        server_header=False, proxy_headers=False,
+        create_app(services),
+        host=settings.http_host,
+        port=settings.http_port,
+        loop="none",
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)
     log.info("API listening on http://%s:%s", settings.http_host, settings.http_port)
@@ -95,8 +103,10 @@ async def _announce_bootstrap(services: Services) -> None:
     if not keys:
         return
     path = write_bootstrap_keys(services.settings.data_dir, keys)
-    print(f"Created team 'default'. Its API keys are shown once (also saved to {path}, mode 0600):",
-          flush=True)
+    print(
+        f"Created team 'default'. Its API keys are shown once (also saved to {path}, mode 0600):",
+        flush=True,
+    )
     for created in keys:
         print(f"  {created.key.mode.value:4} key: {created.token}", flush=True)
 

@@ -60,13 +60,20 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     # Named like the default data dir, so the README's walk-through runs unchanged beside it.
     data_dir = tmp_path_factory.mktemp("server") / "posthaste-data"
     data_dir.mkdir()
     port = free_port()
-    env = {**os.environ, "POSTHASTE_DATA_DIR": str(data_dir), "POSTHASTE_HTTP_PORT": str(port),
-           "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s", "POSTHASTE_LOG_LEVEL": "warning"}
+    env = {
+        **os.environ,
+        "POSTHASTE_DATA_DIR": str(data_dir),
+        "POSTHASTE_HTTP_PORT": str(port),
+        "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s",
+        "POSTHASTE_LOG_LEVEL": "warning",
+    }
     database = None
     if request.param == "postgres":
         database = f"posthaste_e2e_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -80,8 +87,13 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         env["POSTHASTE_SECRET_KEY"] = SECRET
     log = data_dir / "server.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "posthaste.cli", "serve"], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=data_dir.parent)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "posthaste.cli", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=data_dir.parent,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log)

@@ -23,8 +23,13 @@ def walkthrough() -> str:
 
 def test_readme_walkthrough(server: RunningServer) -> None:
     script = walkthrough().replace(DEFAULT_URL, f"export POSTHASTE_URL={server.url}")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=server.data_dir.parent,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=server.data_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     out = result.stdout
     assert '"status":"queued"' in out  # the send

@@ -31,13 +31,15 @@ def wait_for_status(server: RunningServer, email_id: str, wanted: str) -> dict[s
 
 
 def test_send_and_get(sdk: RunningServer) -> None:
-    sent = resend.Emails.send({
-        "from": "Acme <hello@acme.test>",
-        "to": ["delivered@simulator.test"],
-        "subject": "Hello from the SDK",
-        "html": "<strong>it works</strong>",
-        "tags": [{"name": "campaign", "value": "sdk"}],
-    })
+    sent = resend.Emails.send(
+        {
+            "from": "Acme <hello@acme.test>",
+            "to": ["delivered@simulator.test"],
+            "subject": "Hello from the SDK",
+            "html": "<strong>it works</strong>",
+            "tags": [{"name": "campaign", "value": "sdk"}],
+        }
+    )
     assert sent["id"]
     record = wait_for_status(sdk, sent["id"], "delivered")
     assert record["status"] == "delivered"
@@ -45,10 +47,12 @@ def test_send_and_get(sdk: RunningServer) -> None:
 
 
 def test_batch_send(sdk: RunningServer) -> None:
-    result = resend.Batch.send([
-        {"from": "hello@acme.test", "to": ["a@example.com"], "subject": "one", "text": "1"},
-        {"from": "hello@acme.test", "to": ["b@example.com"], "subject": "two", "text": "2"},
-    ])
+    result = resend.Batch.send(
+        [
+            {"from": "hello@acme.test", "to": ["a@example.com"], "subject": "one", "text": "1"},
+            {"from": "hello@acme.test", "to": ["b@example.com"], "subject": "two", "text": "2"},
+        ]
+    )
     ids = [entry["id"] for entry in result["data"]]
     assert len(ids) == 2 and all(ids)
     assert {resend.Emails.get(i)["subject"] for i in ids} == {"one", "two"}
@@ -56,7 +60,9 @@ def test_batch_send(sdk: RunningServer) -> None:
 
 def test_validation_error_raises_the_sdk_exception(sdk: RunningServer) -> None:
     with pytest.raises(resend.exceptions.ValidationError) as caught:
-        resend.Emails.send({"from": "hello@acme.test", "to": ["not-an-address"], "subject": "x", "text": "y"})
+        resend.Emails.send(
+            {"from": "hello@acme.test", "to": ["not-an-address"], "subject": "x", "text": "y"}
+        )
     assert "to" in caught.value.message
 
 
@@ -67,15 +73,24 @@ def test_invalid_key_raises_the_sdk_exception(sdk: RunningServer) -> None:
 
 
 def test_live_key_from_an_unverified_domain_is_403(sdk: RunningServer) -> None:
-    response = httpx.post(f"{sdk.url}/emails", headers={"Authorization": f"Bearer {sdk.live_key}"},
-                          json={"from": "hello@acme.test", "to": "a@example.com", "subject": "x", "text": "y"})
+    response = httpx.post(
+        f"{sdk.url}/emails",
+        headers={"Authorization": f"Bearer {sdk.live_key}"},
+        json={"from": "hello@acme.test", "to": "a@example.com", "subject": "x", "text": "y"},
+    )
     assert response.status_code == 403 and response.json()["name"] == "domain_not_verified"
 
 
 def test_server_never_leaks_a_stack_trace(sdk: RunningServer) -> None:
     headers = {"Authorization": f"Bearer {sdk.test_key}", "Content-Type": "application/json"}
-    for payload in (b'{"from": 1}', b'{"to": {"a": 1}}', b"[]", b"null", b'{"attachments": "x"}',
-                    b'{"from":"a@b.test","to":"c@d.test","subject":"s","text":"t","tags":{"a":{"b":1}}}'):
+    for payload in (
+        b'{"from": 1}',
+        b'{"to": {"a": 1}}',
+        b"[]",
+        b"null",
+        b'{"attachments": "x"}',
+        b'{"from":"a@b.test","to":"c@d.test","subject":"s","text":"t","tags":{"a":{"b":1}}}',
+    ):
         response = httpx.post(f"{sdk.url}/emails", content=payload, headers=headers)
         assert response.status_code == 422, response.text
         assert "Traceback" not in response.text and response.json()["name"] == "validation_error"

@@ -15,8 +15,13 @@ from tests.conftest import Tenant, make_tenant
 
 
 def body(**overrides: Any) -> dict[str, Any]:
-    return {"from": "Acme <hello@acme.test>", "to": "user@example.com", "subject": "Hello",
-            "html": "<p>Hi</p>", **overrides}
+    return {
+        "from": "Acme <hello@acme.test>",
+        "to": "user@example.com",
+        "subject": "Hello",
+        "html": "<p>Hi</p>",
+        **overrides,
+    }
 
 
 def assert_error(response: httpx.Response, status: int, name: str) -> dict[str, Any]:
@@ -36,7 +41,9 @@ async def send(client: httpx.AsyncClient, tenant: Tenant, **overrides: Any) -> d
 
 
 async def test_send_returns_the_queued_record(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    record = await send(client, tenant, to=["A <a@example.com>", "b@bücher.de"], tags=[{"name": "k", "value": "v"}])
+    record = await send(
+        client, tenant, to=["A <a@example.com>", "b@bücher.de"], tags=[{"name": "k", "value": "v"}]
+    )
     assert record["object"] == "email" and record["status"] == "queued"
     assert record["to"] == ["A <a@example.com>", "b@xn--bcher-kva.de"]
     assert record["tags"] == {"k": "v"} and record["stream_id"] == "transactional"
@@ -45,77 +52,123 @@ async def test_send_returns_the_queued_record(client: httpx.AsyncClient, tenant:
     assert fetched["id"] == record["id"] and fetched["message_id"] == record["message_id"]
 
 
-@pytest.mark.parametrize(("headers", "status", "name"), [
-    ({}, 401, "missing_api_key"),
-    ({"Authorization": "Basic abc"}, 401, "missing_api_key"),
-    ({"Authorization": "Bearer ph_live_doesnotexist"}, 403, "invalid_api_key"),
-])
-async def test_authentication_errors(client: httpx.AsyncClient, headers: dict[str, str], status: int,
-                                     name: str) -> None:
+@pytest.mark.parametrize(
+    ("headers", "status", "name"),
+    [
+        ({}, 401, "missing_api_key"),
+        ({"Authorization": "Basic abc"}, 401, "missing_api_key"),
+        ({"Authorization": "Bearer ph_live_doesnotexist"}, 403, "invalid_api_key"),
+    ],
+)
+async def test_authentication_errors(
+    client: httpx.AsyncClient, headers: dict[str, str], status: int, name: str
+) -> None:
     assert_error(await client.get("/emails", headers=headers), status, name)
 
 
-async def test_revoked_keys_stop_working(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
-    created = (await client.post("/api-keys", json={"name": "temp", "mode": "test"},
-                                 headers=tenant.headers())).json()
+async def test_revoked_keys_stop_working(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    created = (
+        await client.post(
+            "/api-keys", json={"name": "temp", "mode": "test"}, headers=tenant.headers()
+        )
+    ).json()
     assert created["token"].startswith("ph_test_") and len(created["token"]) == 40
     new = {"Authorization": f"Bearer {created['token']}"}
     assert (await client.get("/emails", headers=new)).status_code == 200
     listed = (await client.get("/api-keys", headers=tenant.headers())).json()["data"]
     assert all("token" not in k for k in listed) and created["id"] in {k["id"] for k in listed}
     assert (await client.delete(f"/api-keys/{created['id']}", headers=tenant.headers())).json() == {
-        "object": "api_key", "id": created["id"], "deleted": True}
+        "object": "api_key",
+        "id": created["id"],
+        "deleted": True,
+    }
     assert_error(await client.get("/emails", headers=new), 403, "invalid_api_key")
 
 
 async def test_test_keys_cannot_mint_live_keys(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    assert_error(await client.post("/api-keys", json={"name": "x", "mode": "live"},
-                                   headers=tenant.headers()), 422, "validation_error")
+    assert_error(
+        await client.post(
+            "/api-keys", json={"name": "x", "mode": "live"}, headers=tenant.headers()
+        ),
+        422,
+        "validation_error",
+    )
 
 
 async def test_sending_access_keys_only_send(client: httpx.AsyncClient, tenant: Tenant) -> None:
     restricted = tenant.headers("sending")
     assert (await client.post("/emails", json=body(), headers=restricted)).status_code == 200
-    assert (await client.post("/emails/batch", json=[body()], headers=restricted)).status_code == 200
+    assert (
+        await client.post("/emails/batch", json=[body()], headers=restricted)
+    ).status_code == 200
     assert_error(await client.get("/emails", headers=restricted), 401, "restricted_api_key")
     assert_error(await client.get("/suppressions", headers=restricted), 401, "restricted_api_key")
 
 
 async def test_malformed_and_odd_bodies(client: httpx.AsyncClient, tenant: Tenant) -> None:
     h = {**tenant.headers(), "Content-Type": "application/json"}
-    assert_error(await client.post("/emails", content=b"{not json", headers=h), 422, "validation_error")
+    assert_error(
+        await client.post("/emails", content=b"{not json", headers=h), 422, "validation_error"
+    )
     assert_error(await client.post("/emails", content=b"", headers=h), 422, "validation_error")
     assert_error(await client.post("/emails", content=b"[1,2]", headers=h), 422, "validation_error")
-    assert_error(await client.post("/emails", content=b"\xff\xfe", headers=h), 422, "validation_error")
-    payload = assert_error(await client.post("/emails", json=body(to="x\r\nBcc: y@z.com"), headers=h),
-                           422, "validation_error")
+    assert_error(
+        await client.post("/emails", content=b"\xff\xfe", headers=h), 422, "validation_error"
+    )
+    payload = assert_error(
+        await client.post("/emails", json=body(to="x\r\nBcc: y@z.com"), headers=h),
+        422,
+        "validation_error",
+    )
     assert "to" in payload["message"]
 
 
-async def test_body_over_25_mib_is_refused_before_reading(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_body_over_25_mib_is_refused_before_reading(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     big = b"x" * (25 * 1024 * 1024 + 1)
-    assert_error(await client.post("/emails", content=big, headers=tenant.headers()), 413, "payload_too_large")
+    assert_error(
+        await client.post("/emails", content=big, headers=tenant.headers()),
+        413,
+        "payload_too_large",
+    )
 
     async def chunks() -> Any:
         for _ in range(30):
             yield b"y" * (1024 * 1024)
 
-    assert_error(await client.post("/emails", content=chunks(), headers=tenant.headers()), 413,
-                 "payload_too_large")
+    assert_error(
+        await client.post("/emails", content=chunks(), headers=tenant.headers()),
+        413,
+        "payload_too_large",
+    )
 
 
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient, tenant: Tenant) -> None:
     assert_error(await client.get("/nope", headers=tenant.headers()), 404, "not_found")
-    assert_error(await client.delete("/emails", headers=tenant.headers()), 405, "method_not_allowed")
+    assert_error(
+        await client.delete("/emails", headers=tenant.headers()), 405, "method_not_allowed"
+    )
 
 
-async def test_another_teams_email_is_not_found(client: httpx.AsyncClient, services: Services,
-                                                tenant: Tenant) -> None:
+async def test_another_teams_email_is_not_found(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     record = await send(client, tenant)
     other = await make_tenant(services)
     for path in ("", "/events", "/attachments", "/raw"):
-        assert_error(await client.get(f"/emails/{record['id']}{path}", headers=other.headers()), 404, "not_found")
-    assert_error(await client.post(f"/emails/{record['id']}/cancel", headers=other.headers()), 404, "not_found")
+        assert_error(
+            await client.get(f"/emails/{record['id']}{path}", headers=other.headers()),
+            404,
+            "not_found",
+        )
+    assert_error(
+        await client.post(f"/emails/{record['id']}/cancel", headers=other.headers()),
+        404,
+        "not_found",
+    )
     missing = "0190d4c4-0000-7000-8000-000000000000"
     assert_error(await client.get(f"/emails/{missing}", headers=tenant.headers()), 404, "not_found")
     assert_error(await client.get("/emails/not-a-uuid", headers=tenant.headers()), 404, "not_found")
@@ -133,16 +186,27 @@ async def test_batch_rules(client: httpx.AsyncClient, tenant: Tenant) -> None:
     again = await client.post("/emails/batch", json=[body(), body(to="bad"), body()], headers=h)
     assert again.json()["data"][0]["id"] != entries[0]["id"]  # the header is ignored
     assert_error(await client.post("/emails/batch", json=[], headers=h), 422, "validation_error")
-    assert_error(await client.post("/emails/batch", json=[body()] * 101, headers=h), 422, "validation_error")
-    assert_error(await client.post("/emails/batch", json=body(), headers=h), 422, "validation_error")
+    assert_error(
+        await client.post("/emails/batch", json=[body()] * 101, headers=h), 422, "validation_error"
+    )
+    assert_error(
+        await client.post("/emails/batch", json=body(), headers=h), 422, "validation_error"
+    )
 
 
-async def test_batch_reports_suppressed_items_as_validation_errors(client: httpx.AsyncClient,
-                                                                   tenant: Tenant) -> None:
+async def test_batch_reports_suppressed_items_as_validation_errors(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     await client.post("/suppressions", json={"email": "gone@example.com"}, headers=tenant.headers())
-    entries = (await client.post("/emails/batch", json=[body(to="gone@example.com"), body()],
-                                 headers=tenant.headers())).json()["data"]
-    assert entries[0]["error"]["name"] == "validation_error" and "gone@example.com" in entries[0]["error"]["message"]
+    entries = (
+        await client.post(
+            "/emails/batch", json=[body(to="gone@example.com"), body()], headers=tenant.headers()
+        )
+    ).json()["data"]
+    assert (
+        entries[0]["error"]["name"] == "validation_error"
+        and "gone@example.com" in entries[0]["error"]["message"]
+    )
     assert "id" in entries[1]
 
 
@@ -152,56 +216,102 @@ async def test_idempotency_key(client: httpx.AsyncClient, tenant: Tenant) -> Non
     second = await client.post("/emails", json=body(), headers=h)
     assert first.status_code == second.status_code == 200
     assert first.json() == second.json()
-    assert_error(await client.post("/emails", json=body(subject="other"), headers=h), 409,
-                 "invalid_idempotent_request")
+    assert_error(
+        await client.post("/emails", json=body(subject="other"), headers=h),
+        409,
+        "invalid_idempotent_request",
+    )
     listed = (await client.get("/emails", headers=tenant.headers())).json()["data"]
     assert len(listed) == 1
     for bad in ("", "k" * 257):
-        assert_error(await client.post("/emails", json=body(), headers={**tenant.headers(), "Idempotency-Key": bad}),
-                     400, "invalid_idempotency_key")
+        assert_error(
+            await client.post(
+                "/emails", json=body(), headers={**tenant.headers(), "Idempotency-Key": bad}
+            ),
+            400,
+            "invalid_idempotency_key",
+        )
 
 
-async def test_a_failed_request_releases_its_idempotency_key(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_a_failed_request_releases_its_idempotency_key(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     h = {**tenant.headers(), "Idempotency-Key": "retry-me"}
-    assert_error(await client.post("/emails", json=body(to="bad"), headers=h), 422, "validation_error")
+    assert_error(
+        await client.post("/emails", json=body(to="bad"), headers=h), 422, "validation_error"
+    )
     assert (await client.post("/emails", json=body(), headers=h)).status_code == 200
 
 
-async def test_concurrent_idempotent_requests(client: httpx.AsyncClient, services: Services,
-                                              tenant: Tenant) -> None:
+async def test_concurrent_idempotent_requests(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     who = await services.teams.authenticate(tenant.test)
     from posthaste.services.idempotency import request_hash
 
     assert await services.idempotency.reserve(who.team_id, "busy", request_hash(body())) is None
     h = {**tenant.headers(), "Idempotency-Key": "busy"}
-    assert_error(await client.post("/emails", json=body(), headers=h), 409, "concurrent_idempotent_requests")
+    assert_error(
+        await client.post("/emails", json=body(), headers=h), 409, "concurrent_idempotent_requests"
+    )
 
 
-async def test_idempotency_keys_are_per_team(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
+async def test_idempotency_keys_are_per_team(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     other = await make_tenant(services)
-    a = await client.post("/emails", json=body(), headers={**tenant.headers(), "Idempotency-Key": "same"})
-    b = await client.post("/emails", json=body(), headers={**other.headers(), "Idempotency-Key": "same"})
+    a = await client.post(
+        "/emails", json=body(), headers={**tenant.headers(), "Idempotency-Key": "same"}
+    )
+    b = await client.post(
+        "/emails", json=body(), headers={**other.headers(), "Idempotency-Key": "same"}
+    )
     assert a.json()["id"] != b.json()["id"]
 
 
-async def test_attachments_list_and_byte_exact_download(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_attachments_list_and_byte_exact_download(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     blob = bytes(range(256)) * 40
-    record = await send(client, tenant, attachments=[
-        {"filename": "data.bin", "content_type": "application/octet-stream",
-         "content": base64.b64encode(blob).decode()},
-        {"filename": "logo.png", "content_type": "image/png", "content_id": "logo",
-         "content": base64.b64encode(b"\x89PNG").decode()},
-        {"filename": "résumé.pdf", "content_type": "application/pdf", "content": "JVBERg=="},
-    ])
-    listed = (await client.get(f"/emails/{record['id']}/attachments", headers=tenant.headers())).json()["data"]
+    record = await send(
+        client,
+        tenant,
+        attachments=[
+            {
+                "filename": "data.bin",
+                "content_type": "application/octet-stream",
+                "content": base64.b64encode(blob).decode(),
+            },
+            {
+                "filename": "logo.png",
+                "content_type": "image/png",
+                "content_id": "logo",
+                "content": base64.b64encode(b"\x89PNG").decode(),
+            },
+            {"filename": "résumé.pdf", "content_type": "application/pdf", "content": "JVBERg=="},
+        ],
+    )
+    listed = (
+        await client.get(f"/emails/{record['id']}/attachments", headers=tenant.headers())
+    ).json()["data"]
     assert [(a["filename"], a["size"], a["content_id"]) for a in listed] == [
-        ("data.bin", len(blob), None), ("logo.png", 4, "logo"), ("résumé.pdf", 4, None)]
-    download = await client.get(f"/emails/{record['id']}/attachments/{listed[0]['id']}", headers=tenant.headers())
+        ("data.bin", len(blob), None),
+        ("logo.png", 4, "logo"),
+        ("résumé.pdf", 4, None),
+    ]
+    download = await client.get(
+        f"/emails/{record['id']}/attachments/{listed[0]['id']}", headers=tenant.headers()
+    )
     assert download.content == blob
     assert download.headers["content-type"] == "application/octet-stream"
     assert download.headers["content-disposition"].startswith('attachment; filename="data.bin"')
-    pdf = await client.get(f"/emails/{record['id']}/attachments/{listed[2]['id']}", headers=tenant.headers())
-    assert pdf.content == b"%PDF" and "filename*=utf-8''r%C3%A9sum%C3%A9.pdf" in pdf.headers["content-disposition"]
+    pdf = await client.get(
+        f"/emails/{record['id']}/attachments/{listed[2]['id']}", headers=tenant.headers()
+    )
+    assert (
+        pdf.content == b"%PDF"
+        and "filename*=utf-8''r%C3%A9sum%C3%A9.pdf" in pdf.headers["content-disposition"]
+    )
 
 
 async def test_invalid_attachments(client: httpx.AsyncClient, tenant: Tenant) -> None:
@@ -212,7 +322,9 @@ async def test_invalid_attachments(client: httpx.AsyncClient, tenant: Tenant) ->
         {"filename": "a", "content_type": "no slash", "content": "aGk="},
         {"filename": "a", "content_type": "text/plain", "path": "http://169.254.169.254/"},
     ):
-        response = await client.post("/emails", json=body(attachments=[attachment]), headers=tenant.headers())
+        response = await client.post(
+            "/emails", json=body(attachments=[attachment]), headers=tenant.headers()
+        )
         assert_error(response, 422, "validation_error")
 
 
@@ -222,23 +334,34 @@ async def test_cancel_and_reschedule(client: httpx.AsyncClient, tenant: Tenant) 
     record = await send(client, tenant, scheduled_at=later)
     assert record["status"] == "scheduled" and record["scheduled_at"] == later
     moved_to = format_ms(now_ms() + 7_200_000)
-    moved = (await client.patch(f"/emails/{record['id']}", json={"scheduled_at": moved_to}, headers=h)).json()
+    moved = (
+        await client.patch(f"/emails/{record['id']}", json={"scheduled_at": moved_to}, headers=h)
+    ).json()
     assert moved["status"] == "scheduled" and moved["scheduled_at"] == moved_to
     canceled = (await client.post(f"/emails/{record['id']}/cancel", headers=h)).json()
     assert canceled["status"] == "canceled"
     assert_error(await client.post(f"/emails/{record['id']}/cancel", headers=h), 409, "conflict")
-    assert_error(await client.patch(f"/emails/{record['id']}", json={"scheduled_at": later}, headers=h),
-                 409, "conflict")
+    assert_error(
+        await client.patch(f"/emails/{record['id']}", json={"scheduled_at": later}, headers=h),
+        409,
+        "conflict",
+    )
     events = (await client.get(f"/emails/{record['id']}/events", headers=h)).json()["data"]
     assert [e["type"] for e in events] == ["email.scheduled", "email.scheduled", "email.canceled"]
-    assert_error(await client.patch(f"/emails/{record['id']}", json={"scheduled_at": "tomorrow"}, headers=h),
-                 422, "validation_error")
+    assert_error(
+        await client.patch(f"/emails/{record['id']}", json={"scheduled_at": "tomorrow"}, headers=h),
+        422,
+        "validation_error",
+    )
 
 
 async def test_reschedule_to_now_queues_it(client: httpx.AsyncClient, tenant: Tenant) -> None:
     record = await send(client, tenant, scheduled_at=format_ms(now_ms() + 3_600_000))
-    moved = (await client.patch(f"/emails/{record['id']}", json={"scheduled_at": None},
-                                headers=tenant.headers())).json()
+    moved = (
+        await client.patch(
+            f"/emails/{record['id']}", json={"scheduled_at": None}, headers=tenant.headers()
+        )
+    ).json()
     assert moved["status"] == "queued" and moved["scheduled_at"] is None
 
 
@@ -253,43 +376,67 @@ async def _walk(client: httpx.AsyncClient, tenant: Tenant, query: str, limit: in
     seen: list[str] = []
     cursor = ""
     while True:
-        page = (await client.get(f"/emails?limit={limit}&cursor={cursor}{query}", headers=tenant.headers())).json()
+        page = (
+            await client.get(
+                f"/emails?limit={limit}&cursor={cursor}{query}", headers=tenant.headers()
+            )
+        ).json()
         seen.extend(e["id"] for e in page["data"])
         cursor = page["next_cursor"]
         if not cursor:
             return seen
 
 
-async def test_pagination_is_newest_first_and_complete(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_pagination_is_newest_first_and_complete(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     ids = await _send_many(client, tenant, 7)
     assert await _walk(client, tenant, "", 3) == list(reversed(ids))
     default = (await client.get("/emails?limit=500", headers=tenant.headers())).json()
     assert len(default["data"]) == 7 and default["next_cursor"] == ""
 
 
-async def test_pages_neither_skip_nor_repeat_while_mail_arrives(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_pages_neither_skip_nor_repeat_while_mail_arrives(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     ids = await _send_many(client, tenant, 6)
     first = (await client.get("/emails?limit=2", headers=tenant.headers())).json()
     await _send_many(client, tenant, 3)  # newer mail arrives between pages
     seen = [e["id"] for e in first["data"]]
     cursor = first["next_cursor"]
     while cursor:
-        page = (await client.get(f"/emails?limit=2&cursor={cursor}", headers=tenant.headers())).json()
+        page = (
+            await client.get(f"/emails?limit=2&cursor={cursor}", headers=tenant.headers())
+        ).json()
         seen.extend(e["id"] for e in page["data"])
         cursor = page["next_cursor"]
     assert seen == list(reversed(ids))
 
 
 async def test_invalid_cursor_is_422(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    assert_error(await client.get("/emails?cursor=garbage", headers=tenant.headers()), 422, "validation_error")
+    assert_error(
+        await client.get("/emails?cursor=garbage", headers=tenant.headers()),
+        422,
+        "validation_error",
+    )
 
 
 async def test_filters(client: httpx.AsyncClient, tenant: Tenant, services: Services) -> None:
     h = tenant.headers()
-    await client.post("/streams", json={"id": "news", "name": "News", "type": "broadcast"}, headers=h)
-    a = await send(client, tenant, to="Ann <Ann@Example.com>", subject="Invoice 100%", tags={"kind": "invoice"})
-    b = await send(client, tenant, to="bob@example.com", cc="ann@example.com", stream_id="news",
-                   **{"from": "News <news@acme.test>"})
+    await client.post(
+        "/streams", json={"id": "news", "name": "News", "type": "broadcast"}, headers=h
+    )
+    a = await send(
+        client, tenant, to="Ann <Ann@Example.com>", subject="Invoice 100%", tags={"kind": "invoice"}
+    )
+    b = await send(
+        client,
+        tenant,
+        to="bob@example.com",
+        cc="ann@example.com",
+        stream_id="news",
+        **{"from": "News <news@acme.test>"},
+    )
     c = await send(client, tenant, to="carl@example.com", subject="Welcome_aboard")
     await client.post(f"/emails/{c['id']}/cancel", headers=h)
 
@@ -306,60 +453,110 @@ async def test_filters(client: httpx.AsyncClient, tenant: Tenant, services: Serv
     assert await ids("tag=kind:invoice") == [a["id"]]
     assert await ids("stream_id=news") == [b["id"]]
     assert await ids("status=canceled") == [c["id"]]
-    assert await ids(f"after={a['created_at']}") == [x["id"] for x in (c, b) if x["created_at"] > a["created_at"]]
-    assert await ids(f"before={c['created_at']}") == [x["id"] for x in (b, a) if x["created_at"] < c["created_at"]]
+    assert await ids(f"after={a['created_at']}") == [
+        x["id"] for x in (c, b) if x["created_at"] > a["created_at"]
+    ]
+    assert await ids(f"before={c['created_at']}") == [
+        x["id"] for x in (b, a) if x["created_at"] < c["created_at"]
+    ]
     assert_error(await client.get("/emails?status=lost", headers=h), 422, "validation_error")
     assert_error(await client.get("/emails?after=yesterday", headers=h), 422, "validation_error")
     assert_error(await client.get("/emails?tag=novalue", headers=h), 422, "validation_error")
     other = await make_tenant(services)
-    assert (await client.get("/emails?to=ann@example.com", headers=other.headers())).json()["data"] == []
+    assert (await client.get("/emails?to=ann@example.com", headers=other.headers())).json()[
+        "data"
+    ] == []
 
 
-async def test_unknown_stream_is_422_and_streams_crud(client: httpx.AsyncClient, tenant: Tenant) -> None:
+async def test_unknown_stream_is_422_and_streams_crud(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
     h = tenant.headers()
-    assert_error(await client.post("/emails", json=body(stream_id="nope"), headers=h), 422, "validation_error")
+    assert_error(
+        await client.post("/emails", json=body(stream_id="nope"), headers=h),
+        422,
+        "validation_error",
+    )
     listed = (await client.get("/streams", headers=h)).json()["data"]
     assert {s["id"] for s in listed} == {"transactional", "broadcast"}
-    created = await client.post("/streams", json={"name": "Product Updates", "type": "broadcast"}, headers=h)
+    created = await client.post(
+        "/streams", json={"name": "Product Updates", "type": "broadcast"}, headers=h
+    )
     assert created.status_code == 201 and created.json()["id"] == "product-updates"
-    assert_error(await client.post("/streams", json={"id": "product-updates", "name": "x", "type": "broadcast"},
-                                   headers=h), 409, "conflict")
-    assert_error(await client.post("/streams", json={"id": "Bad Id", "name": "x", "type": "broadcast"}, headers=h),
-                 422, "validation_error")
+    assert_error(
+        await client.post(
+            "/streams", json={"id": "product-updates", "name": "x", "type": "broadcast"}, headers=h
+        ),
+        409,
+        "conflict",
+    )
+    assert_error(
+        await client.post(
+            "/streams", json={"id": "Bad Id", "name": "x", "type": "broadcast"}, headers=h
+        ),
+        422,
+        "validation_error",
+    )
     renamed = await client.patch("/streams/product-updates", json={"name": "Updates"}, headers=h)
     assert renamed.json()["name"] == "Updates"
-    assert (await send(client, tenant, stream_id="product-updates"))["stream_id"] == "product-updates"
+    assert (await send(client, tenant, stream_id="product-updates"))[
+        "stream_id"
+    ] == "product-updates"
     assert (await client.delete("/streams/product-updates", headers=h)).json()["deleted"] is True
     assert_error(await client.delete("/streams/transactional", headers=h), 409, "conflict")
     assert_error(await client.get("/streams/product-updates", headers=h), 404, "not_found")
 
 
-async def test_suppressions_api(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
+async def test_suppressions_api(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     h = tenant.headers()
     created = await client.post("/suppressions", json={"email": "Gone@Example.com"}, headers=h)
     assert created.status_code == 201
     item = created.json()
     assert item["email"] == "gone@example.com" and item["origin"] == "manual"
-    assert (await client.get("/suppressions/gone@example.com", headers=h)).json()["id"] == item["id"]
-    assert (await client.get(f"/suppressions/{item['id']}", headers=h)).json()["email"] == "gone@example.com"
+    assert (await client.get("/suppressions/gone@example.com", headers=h)).json()["id"] == item[
+        "id"
+    ]
+    assert (await client.get(f"/suppressions/{item['id']}", headers=h)).json()[
+        "email"
+    ] == "gone@example.com"
     for i in range(4):
         await client.post("/suppressions", json={"email": f"s{i}@example.com"}, headers=h)
     page = (await client.get("/suppressions?limit=2", headers=h)).json()
     assert len(page["data"]) == 2 and page["next_cursor"]
-    rest = (await client.get(f"/suppressions?limit=100&cursor={page['next_cursor']}", headers=h)).json()
+    rest = (
+        await client.get(f"/suppressions?limit=100&cursor={page['next_cursor']}", headers=h)
+    ).json()
     assert len(rest["data"]) == 3 and rest["next_cursor"] == ""
-    assert (await client.get("/suppressions?origin=manual", headers=h)).json()["data"][0]["origin"] == "manual"
+    assert (await client.get("/suppressions?origin=manual", headers=h)).json()["data"][0][
+        "origin"
+    ] == "manual"
     assert_error(await client.get("/suppressions?origin=other", headers=h), 422, "validation_error")
     other = await make_tenant(services)
-    assert_error(await client.get(f"/suppressions/{item['id']}", headers=other.headers()), 404, "not_found")
-    assert_error(await client.delete(f"/suppressions/{item['id']}", headers=other.headers()), 404, "not_found")
-    assert (await client.delete("/suppressions/gone@example.com", headers=h)).json()["deleted"] is True
-    assert (await client.post("/emails", json=body(to="gone@example.com"), headers=h)).status_code == 200
+    assert_error(
+        await client.get(f"/suppressions/{item['id']}", headers=other.headers()), 404, "not_found"
+    )
+    assert_error(
+        await client.delete(f"/suppressions/{item['id']}", headers=other.headers()),
+        404,
+        "not_found",
+    )
+    assert (await client.delete("/suppressions/gone@example.com", headers=h)).json()[
+        "deleted"
+    ] is True
+    assert (
+        await client.post("/emails", json=body(to="gone@example.com"), headers=h)
+    ).status_code == 200
 
 
-async def test_rate_limit_is_shared_and_answers_429(client: httpx.AsyncClient, services: Services) -> None:
+async def test_rate_limit_is_shared_and_answers_429(
+    client: httpx.AsyncClient, services: Services
+) -> None:
     limited = await make_tenant(services, rate_limit=2)
-    statuses = [(await client.get("/streams", headers=limited.headers())).status_code for _ in range(8)]
+    statuses = [
+        (await client.get("/streams", headers=limited.headers())).status_code for _ in range(8)
+    ]
     assert statuses[:4] == [200] * 4 and 429 in statuses
     response = await client.get("/streams", headers=limited.headers())
     payload = assert_error(response, 429, "rate_limit_exceeded")
@@ -380,9 +577,18 @@ async def test_health_and_openapi(client: httpx.AsyncClient) -> None:
     assert (await client.get("/readyz")).json() == {"status": "ok"}
     document = (await client.get("/openapi.json")).json()
     paths = document["paths"]
-    for path in ("/emails", "/emails/batch", "/emails/{email_id}", "/emails/{email_id}/events",
-                 "/emails/{email_id}/attachments/{attachment_id}", "/emails/{email_id}/raw",
-                 "/emails/{email_id}/cancel", "/api-keys", "/streams", "/suppressions"):
+    for path in (
+        "/emails",
+        "/emails/batch",
+        "/emails/{email_id}",
+        "/emails/{email_id}/events",
+        "/emails/{email_id}/attachments/{attachment_id}",
+        "/emails/{email_id}/raw",
+        "/emails/{email_id}/cancel",
+        "/api-keys",
+        "/streams",
+        "/suppressions",
+    ):
         assert path in paths
     send_op = paths["/emails"]["post"]
     assert {"401", "403", "413", "422", "429"} <= set(send_op["responses"])
@@ -392,7 +598,11 @@ async def test_health_and_openapi(client: httpx.AsyncClient) -> None:
 
 
 async def test_concurrent_sends_all_land(client: httpx.AsyncClient, tenant: Tenant) -> None:
-    results = await asyncio.gather(*(client.post("/emails", json=body(subject=f"c{i}"), headers=tenant.headers())
-                                     for i in range(20)))
+    results = await asyncio.gather(
+        *(
+            client.post("/emails", json=body(subject=f"c{i}"), headers=tenant.headers())
+            for i in range(20)
+        )
+    )
     assert all(r.status_code == 200 for r in results)
     assert len(await _walk(client, tenant, "", 100)) == 20

@@ -20,8 +20,13 @@ SIM = "simulator.test"
 
 
 def body(**overrides: Any) -> dict[str, Any]:
-    return {"from": "Acme <hello@acme.test>", "to": f"delivered@{SIM}", "subject": "Hello",
-            "html": "<p>Hi <b>there</b></p>", **overrides}
+    return {
+        "from": "Acme <hello@acme.test>",
+        "to": f"delivered@{SIM}",
+        "subject": "Hello",
+        "html": "<p>Hi <b>there</b></p>",
+        **overrides,
+    }
 
 
 async def send(client: httpx.AsyncClient, tenant: Tenant, **overrides: Any) -> str:
@@ -31,7 +36,9 @@ async def send(client: httpx.AsyncClient, tenant: Tenant, **overrides: Any) -> s
     return email_id
 
 
-async def events_of(client: httpx.AsyncClient, tenant: Tenant, email_id: str) -> list[dict[str, Any]]:
+async def events_of(
+    client: httpx.AsyncClient, tenant: Tenant, email_id: str
+) -> list[dict[str, Any]]:
     response = await client.get(f"/emails/{email_id}/events", headers=tenant.headers())
     data: list[dict[str, Any]] = response.json()["data"]
     return data
@@ -41,16 +48,24 @@ async def run_worker(services: Services) -> None:
     await services.make_worker().run_until_idle()
 
 
-async def test_capture_delivery_walks_the_status_machine(client: httpx.AsyncClient, services: Services,
-                                                         tenant: Tenant) -> None:
+async def test_capture_delivery_walks_the_status_machine(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     email_id = await send(client, tenant, to="someone@example.com", text=None)
     await run_worker(services)
     record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
     assert record["status"] == "delivered" and record["last_event"] == "email.delivered"
     assert record["provider_message_id"] == record["message_id"] and record["sent_at"]
     events = await events_of(client, tenant, email_id)
-    assert [e["type"] for e in events] == ["email.queued", "email.sending", "email.sent", "email.delivered"]
-    assert events[-1]["data"]["email_id"] == email_id and events[-1]["data"]["to"] == ["someone@example.com"]
+    assert [e["type"] for e in events] == [
+        "email.queued",
+        "email.sending",
+        "email.sent",
+        "email.delivered",
+    ]
+    assert events[-1]["data"]["email_id"] == email_id and events[-1]["data"]["to"] == [
+        "someone@example.com"
+    ]
     raw = await client.get(f"/emails/{email_id}/raw", headers=tenant.headers())
     assert raw.headers["content-type"] == "message/rfc822"
     message = email.message_from_bytes(raw.content, policy=email.policy.default)
@@ -60,7 +75,9 @@ async def test_capture_delivery_walks_the_status_machine(client: httpx.AsyncClie
     assert plain is not None and "Hi" in plain.get_content() and "there" in plain.get_content()
 
 
-async def test_simulator_outcomes(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
+async def test_simulator_outcomes(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     bounced = await send(client, tenant, to=f"bounced+x@{SIM}")
     complained = await send(client, tenant, to=f"complained@{SIM}")
     deferred = await send(client, tenant, to=f"deferred@{SIM}")
@@ -69,44 +86,86 @@ async def test_simulator_outcomes(client: httpx.AsyncClient, services: Services,
     assert (await client.get(f"/emails/{bounced}", headers=h)).json()["status"] == "bounced"
     bounce_event = (await events_of(client, tenant, bounced))[-1]
     assert bounce_event["type"] == "email.bounced"
-    assert bounce_event["data"]["bounce"]["type"] == "Permanent" and "5.1.1" in bounce_event["data"]["bounce"]["diagnostic"]
-    assert [e["type"] for e in await events_of(client, tenant, complained)][-2:] == ["email.delivered", "email.complained"]
+    assert (
+        bounce_event["data"]["bounce"]["type"] == "Permanent"
+        and "5.1.1" in bounce_event["data"]["bounce"]["diagnostic"]
+    )
+    assert [e["type"] for e in await events_of(client, tenant, complained)][-2:] == [
+        "email.delivered",
+        "email.complained",
+    ]
     assert (await client.get(f"/emails/{complained}", headers=h)).json()["status"] == "complained"
-    assert [e["type"] for e in await events_of(client, tenant, deferred)][-1] == "email.delivery_delayed"
+    assert [e["type"] for e in await events_of(client, tenant, deferred)][
+        -1
+    ] == "email.delivery_delayed"
     assert (await client.get(f"/emails/{deferred}", headers=h)).json()["status"] == "sending"
     await asyncio.sleep(0.3)  # the test retry schedule is 0.2 s
     await run_worker(services)
     types = [e["type"] for e in await events_of(client, tenant, deferred)]
-    assert types == ["email.queued", "email.sending", "email.delivery_delayed", "email.sent", "email.delivered"]
+    assert types == [
+        "email.queued",
+        "email.sending",
+        "email.delivery_delayed",
+        "email.sent",
+        "email.delivered",
+    ]
     # Simulated bounces and complaints never add suppressions.
     assert (await client.get("/suppressions", headers=h)).json()["data"] == []
 
 
-async def test_several_recipients_get_events_each(client: httpx.AsyncClient, services: Services,
-                                                  tenant: Tenant) -> None:
-    email_id = await send(client, tenant, to=[f"delivered@{SIM}", f"bounced@{SIM}"], cc="cc@example.com")
+async def test_several_recipients_get_events_each(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    email_id = await send(
+        client, tenant, to=[f"delivered@{SIM}", f"bounced@{SIM}"], cc="cc@example.com"
+    )
     await run_worker(services)
     record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
     assert record["status"] == "delivered"
-    outcomes = [(e["type"], e["data"]["to"]) for e in await events_of(client, tenant, email_id)
-                if e["type"] in ("email.delivered", "email.bounced")]
-    assert sorted(outcomes) == [("email.bounced", [f"bounced@{SIM}"]), ("email.delivered", ["cc@example.com"]),
-                                ("email.delivered", [f"delivered@{SIM}"])]
+    outcomes = [
+        (e["type"], e["data"]["to"])
+        for e in await events_of(client, tenant, email_id)
+        if e["type"] in ("email.delivered", "email.bounced")
+    ]
+    assert sorted(outcomes) == [
+        ("email.bounced", [f"bounced@{SIM}"]),
+        ("email.delivered", ["cc@example.com"]),
+        ("email.delivered", [f"delivered@{SIM}"]),
+    ]
 
 
-async def test_all_bounced_is_bounced(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
+async def test_all_bounced_is_bounced(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     email_id = await send(client, tenant, to=[f"bounced@{SIM}", f"bounced+2@{SIM}"])
     await run_worker(services)
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"] == "bounced"
+    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+        "status"
+    ] == "bounced"
 
 
-async def test_mime_carries_inline_and_regular_attachments(client: httpx.AsyncClient, services: Services,
-                                                           tenant: Tenant) -> None:
-    email_id = await send(client, tenant, html='<img src="cid:logo">', text="plain", attachments=[
-        {"filename": "logo.png", "content_type": "image/png", "content_id": "logo",
-         "content": base64.b64encode(b"\x89PNG-bytes").decode()},
-        {"filename": "report.pdf", "content_type": "application/pdf", "content": base64.b64encode(b"%PDF-1").decode()},
-    ])
+async def test_mime_carries_inline_and_regular_attachments(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    email_id = await send(
+        client,
+        tenant,
+        html='<img src="cid:logo">',
+        text="plain",
+        attachments=[
+            {
+                "filename": "logo.png",
+                "content_type": "image/png",
+                "content_id": "logo",
+                "content": base64.b64encode(b"\x89PNG-bytes").decode(),
+            },
+            {
+                "filename": "report.pdf",
+                "content_type": "application/pdf",
+                "content": base64.b64encode(b"%PDF-1").decode(),
+            },
+        ],
+    )
     await run_worker(services)
     raw = (await client.get(f"/emails/{email_id}/raw", headers=tenant.headers())).content
     message = email.message_from_bytes(raw, policy=email.policy.default)
@@ -120,33 +179,48 @@ async def test_mime_carries_inline_and_regular_attachments(client: httpx.AsyncCl
     assert "Bcc" not in message
 
 
-async def test_scheduled_email_waits_for_its_time(client: httpx.AsyncClient, services: Services,
-                                                  tenant: Tenant) -> None:
+async def test_scheduled_email_waits_for_its_time(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     email_id = await send(client, tenant, scheduled_at=format_ms(now_ms() + 600))
     await run_worker(services)
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"] == "scheduled"
+    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+        "status"
+    ] == "scheduled"
     await asyncio.sleep(0.7)
     await run_worker(services)
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"] == "delivered"
+    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+        "status"
+    ] == "delivered"
 
 
-async def test_canceled_email_is_never_sent(client: httpx.AsyncClient, services: Services, tenant: Tenant) -> None:
+async def test_canceled_email_is_never_sent(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     email_id = await send(client, tenant)
     await client.post(f"/emails/{email_id}/cancel", headers=tenant.headers())
     await run_worker(services)
-    assert [e["type"] for e in await events_of(client, tenant, email_id)] == ["email.queued", "email.canceled"]
-    assert (await client.get(f"/emails/{email_id}/raw", headers=tenant.headers())).status_code == 404
+    assert [e["type"] for e in await events_of(client, tenant, email_id)] == [
+        "email.queued",
+        "email.canceled",
+    ]
+    assert (
+        await client.get(f"/emails/{email_id}/raw", headers=tenant.headers())
+    ).status_code == 404
 
 
-async def test_delivery_is_fast_on_an_idle_service(client: httpx.AsyncClient, services: Services,
-                                                   tenant: Tenant) -> None:
+async def test_delivery_is_fast_on_an_idle_service(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
     worker = services.make_worker(idle_check=3600)
     task = asyncio.create_task(worker.run())
     try:
         await asyncio.sleep(0.1)
         email_id = await send(client, tenant)
         for _ in range(100):
-            status = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"]
+            status = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+                "status"
+            ]
             if status == "delivered":
                 break
             await asyncio.sleep(0.02)
@@ -164,9 +238,13 @@ async def test_a_delivery_abandoned_mid_way_completes_after_the_lease(
         [job] = await jobs_repo.claim(tx, [DELIVER_JOB], "doomed-worker", now_ms(), 300, 10)
     # The doomed worker got as far as "sending", then died before sending anything.
     await services.delivery._start(job)
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"] == "sending"
+    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+        "status"
+    ] == "sending"
     await run_worker(services)  # the lease still holds: nothing to do
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"] == "sending"
+    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
+        "status"
+    ] == "sending"
     await asyncio.sleep(0.35)
     await run_worker(services)
     record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()

@@ -12,7 +12,9 @@ from posthaste.storage import jobs as jobs_repo
 from posthaste.workers.runner import Worker
 
 
-async def _enqueue(services: Services, count: int, kind: str = "test_job", due: int | None = None) -> None:
+async def _enqueue(
+    services: Services, count: int, kind: str = "test_job", due: int | None = None
+) -> None:
     now = now_ms()
     rows = [jobs_repo.job_row(kind, f"ref-{i}", None, due or now, now) for i in range(count)]
     async with services.db.transaction() as tx:

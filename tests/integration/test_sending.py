@@ -18,8 +18,13 @@ from tests.conftest import Tenant, make_tenant
 
 
 def body(**overrides: Any) -> dict[str, Any]:
-    return {"from": "Acme <hello@acme.test>", "to": "user@example.com", "subject": "Hello",
-            "html": "<p>Hi</p>", **overrides}
+    return {
+        "from": "Acme <hello@acme.test>",
+        "to": "user@example.com",
+        "subject": "Hello",
+        "html": "<p>Hi</p>",
+        **overrides,
+    }
 
 
 async def principal(services: Services, token: str) -> Principal:
@@ -29,36 +34,69 @@ async def principal(services: Services, token: str) -> Principal:
 async def row_counts(services: Services) -> dict[str, int]:
     counts = {}
     async with services.db.read() as tx:
-        for table in (tables.emails, tables.email_recipients, tables.email_tags, tables.events,
-                      tables.jobs, tables.attachments, tables.blobs):
-            counts[table.name] = (await tx.conn.execute(select(func.count()).select_from(table))).scalar_one()
+        for table in (
+            tables.emails,
+            tables.email_recipients,
+            tables.email_tags,
+            tables.events,
+            tables.jobs,
+            tables.attachments,
+            tables.blobs,
+        ):
+            counts[table.name] = (
+                await tx.conn.execute(select(func.count()).select_from(table))
+            ).scalar_one()
     return counts
 
 
-async def test_accept_stores_email_event_and_job_together(services: Services, tenant: Tenant) -> None:
+async def test_accept_stores_email_event_and_job_together(
+    services: Services, tenant: Tenant
+) -> None:
     who = await principal(services, tenant.test)
-    attachment = {"filename": "a.txt", "content_type": "text/plain",
-                  "content": base64.b64encode(b"hello").decode()}
-    email = await services.sending.accept(who, body(tags={"k": "v"}, attachments=[attachment],
-                                                    cc=["c@example.com"]))
+    attachment = {
+        "filename": "a.txt",
+        "content_type": "text/plain",
+        "content": base64.b64encode(b"hello").decode(),
+    }
+    email = await services.sending.accept(
+        who, body(tags={"k": "v"}, attachments=[attachment], cc=["c@example.com"])
+    )
     assert email.status is EmailStatus.QUEUED
     assert email.message_id.endswith("@acme.test>")
     counts = await row_counts(services)
-    assert counts == {"emails": 1, "email_recipients": 2, "email_tags": 1, "events": 1, "jobs": 1,
-                      "attachments": 1, "blobs": 1}
+    assert counts == {
+        "emails": 1,
+        "email_recipients": 2,
+        "email_tags": 1,
+        "events": 1,
+        "jobs": 1,
+        "attachments": 1,
+        "blobs": 1,
+    }
 
 
-@pytest.mark.parametrize(("overrides", "error", "fragment"), [
-    ({"to": "not-an-address"}, ValidationError, "to"),
-    ({"from": None}, ValidationError, "from"),
-    ({"stream_id": "nope"}, ValidationError, "stream"),
-    ({"template": "welcome"}, ValidationError, "welcome"),
-    ({"attachments": [{"filename": "a", "content_type": "text/plain", "content": "***"}]},
-     ValidationError, "base64"),
-    ({"headers": {"X-Evil": "a\r\nBcc: victim@example.com"}}, ValidationError, "X-Evil"),
-])
-async def test_a_failing_check_stores_nothing(services: Services, tenant: Tenant, overrides: dict[str, Any],
-                                              error: type[PosthasteError], fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "error", "fragment"),
+    [
+        ({"to": "not-an-address"}, ValidationError, "to"),
+        ({"from": None}, ValidationError, "from"),
+        ({"stream_id": "nope"}, ValidationError, "stream"),
+        ({"template": "welcome"}, ValidationError, "welcome"),
+        (
+            {"attachments": [{"filename": "a", "content_type": "text/plain", "content": "***"}]},
+            ValidationError,
+            "base64",
+        ),
+        ({"headers": {"X-Evil": "a\r\nBcc: victim@example.com"}}, ValidationError, "X-Evil"),
+    ],
+)
+async def test_a_failing_check_stores_nothing(
+    services: Services,
+    tenant: Tenant,
+    overrides: dict[str, Any],
+    error: type[PosthasteError],
+    fragment: str,
+) -> None:
     who = await principal(services, tenant.test)
     before = await row_counts(services)
     with pytest.raises(error) as caught:
@@ -67,7 +105,9 @@ async def test_a_failing_check_stores_nothing(services: Services, tenant: Tenant
     assert await row_counts(services) == before
 
 
-async def test_live_keys_cannot_send_from_unverified_domains(services: Services, tenant: Tenant) -> None:
+async def test_live_keys_cannot_send_from_unverified_domains(
+    services: Services, tenant: Tenant
+) -> None:
     who = await principal(services, tenant.live)
     with pytest.raises(DomainNotVerified):
         await services.sending.accept(who, body())
@@ -90,14 +130,26 @@ async def test_suppressions_are_per_team(services: Services, tenant: Tenant) -> 
     assert email.status is EmailStatus.QUEUED
 
 
-async def test_batch_items_fail_independently_and_the_rest_are_stored(services: Services,
-                                                                       tenant: Tenant) -> None:
+async def test_batch_items_fail_independently_and_the_rest_are_stored(
+    services: Services, tenant: Tenant
+) -> None:
     who = await principal(services, tenant.test)
     await services.suppressions.add(who, "gone@example.com")
-    outcomes = await services.sending.accept_batch(who, [
-        body(), body(to="gone@example.com"), "not an object", body(to="x@example.com"),
-    ])
-    assert [type(o).__name__ for o in outcomes] == ["Email", "ValidationError", "ValidationError", "Email"]
+    outcomes = await services.sending.accept_batch(
+        who,
+        [
+            body(),
+            body(to="gone@example.com"),
+            "not an object",
+            body(to="x@example.com"),
+        ],
+    )
+    assert [type(o).__name__ for o in outcomes] == [
+        "Email",
+        "ValidationError",
+        "ValidationError",
+        "Email",
+    ]
     assert (await row_counts(services))["emails"] == 2
 
 

@@ -31,7 +31,16 @@ def test_arbitrary_text_is_refused_or_decodes_to_a_valid_position(text: str) -> 
     assert str(uuid.UUID(position.id)) == position.id
 
 
-@pytest.mark.parametrize("bad", ["", "abc", "!!!", "MTpub3Q6YQ", encode_cursor(Position(1, "0190d4c4-0000-7000-8000-000000000000"))[:-3]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "abc",
+        "!!!",
+        "MTpub3Q6YQ",
+        encode_cursor(Position(1, "0190d4c4-0000-7000-8000-000000000000"))[:-3],
+    ],
+)
 def test_malformed_cursors(bad: str) -> None:
     with pytest.raises(InvalidCursor):
         decode_cursor(bad)
@@ -43,8 +52,18 @@ def test_cursor_order_matches_position_order() -> None:
     assert a < b < Position(6, a.id)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (None, 20), ("1", 1), ("100", 100), ("0", 20), ("101", 20), ("-5", 20), ("abc", 20), ("", 20),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, 20),
+        ("1", 1),
+        ("100", 100),
+        ("0", 20),
+        ("101", 20),
+        ("-5", 20),
+        ("abc", 20),
+        ("", 20),
+    ],
+)
 def test_page_limit_falls_back_to_default(raw: str | None, expected: int) -> None:
     assert page_limit(raw, 20) == expected

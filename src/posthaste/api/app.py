@@ -18,8 +18,13 @@ DESCRIPTION = (
 
 
 def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="Posthaste", version=__version__, description=DESCRIPTION,
-                  docs_url="/docs", redoc_url=None)
+    app = FastAPI(
+        title="Posthaste",
+        version=__version__,
+        description=DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health.router)

@@ -63,10 +63,17 @@ def _content_length(scope: Scope) -> int | None:
 
 async def _send_413(send: Send) -> None:
     body = orjson.dumps(error_body(PayloadTooLarge()))
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -97,16 +104,23 @@ class RequestLog:
             await self.app(scope, receive, send_with_id)
         finally:
             if log.isEnabledFor(logging.INFO):
-                log.info(orjson.dumps({
-                    "request_id": request_id, "method": scope["method"], "path": scope["path"],
-                    "status": status, "ms": round((time.perf_counter() - started) * 1000, 2),
-                }).decode())
+                log.info(
+                    orjson.dumps(
+                        {
+                            "request_id": request_id,
+                            "method": scope["method"],
+                            "path": scope["path"],
+                            "status": status,
+                            "ms": round((time.perf_counter() - started) * 1000, 2),
+                        }
+                    ).decode()
+                )
 
 
 def _incoming_id(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
-            text = value.decode("latin-1")
+            text: str = value.decode("latin-1")
             if 0 < len(text) <= 128 and text.replace("-", "").isalnum():
                 return text
     return None

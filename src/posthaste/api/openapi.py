@@ -42,8 +42,9 @@ def body_schema(model: type[BaseModel], *, array: bool = False) -> dict[str, Any
 def install_openapi(app: FastAPI) -> None:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document = get_openapi(title=app.title, version=app.version, routes=app.routes,
-                                   description=app.description)
+            document = get_openapi(
+                title=app.title, version=app.version, routes=app.routes, description=app.description
+            )
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for name, model in _BODY_MODELS.items():
                 schema = model.model_json_schema(ref_template=_REF)

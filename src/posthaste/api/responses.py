@@ -8,9 +8,15 @@ import orjson
 from starlette.responses import Response
 
 
-def json_response(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(content), status_code=status_code,
-                    media_type="application/json", headers=headers)
+def json_response(
+    content: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(
+        orjson.dumps(content),
+        status_code=status_code,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 def deleted(kind: str, item_id: str) -> Response:

@@ -6,9 +6,9 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
 import uuid_utils
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_id() -> str:

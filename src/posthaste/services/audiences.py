@@ -25,7 +25,9 @@ class StreamService:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(self, principal: Principal, stream_id: str | None, name: object, kind: object) -> Stream:
+    async def create(
+        self, principal: Principal, stream_id: str | None, name: object, kind: object
+    ) -> Stream:
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise ValidationError("'name' is required: 1-200 characters.")
         if kind not in STREAM_TYPES:
@@ -33,7 +35,8 @@ class StreamService:
         slug = stream_id if stream_id is not None else _slugify(name)
         if not isinstance(slug, str) or not _SLUG.match(slug):
             raise ValidationError(
-                "'id' must be a slug: lowercase letters, digits, '-' and '_', at most 64 characters."
+                "'id' must be a slug: lowercase letters, digits, '-' and '_', "
+                "at most 64 characters."
             )
         stream = Stream(slug, principal.team_id, name.strip(), str(kind), now_ms())
         async with self.db.transaction() as tx:
@@ -41,7 +44,7 @@ class StreamService:
                 raise Conflict(f"A stream with id {slug!r} already exists.")
         return stream
 
-    async def list(self, principal: Principal) -> list[Stream]:
+    async def all(self, principal: Principal) -> list[Stream]:
         async with self.db.read() as tx:
             return await streams_repo.list_streams(tx, principal.team_id)
 
@@ -82,8 +85,13 @@ class SuppressionService:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def add(self, principal: Principal, email: object, origin: str = "manual",
-                  source_email_id: str | None = None) -> Suppression:
+    async def add(
+        self,
+        principal: Principal,
+        email: object,
+        origin: str = "manual",
+        source_email_id: str | None = None,
+    ) -> Suppression:
         if not isinstance(email, str):
             raise ValidationError("'email' is required: the address to suppress.")
         address = parse_address(email, "email").lookup_key
@@ -96,7 +104,9 @@ class SuppressionService:
             if is_uuid(id_or_email):
                 found = await suppressions_repo.get_by_id(tx, principal.team_id, id_or_email)
             else:
-                found = await suppressions_repo.get_by_email(tx, principal.team_id, id_or_email.strip().lower())
+                found = await suppressions_repo.get_by_email(
+                    tx, principal.team_id, id_or_email.strip().lower()
+                )
         if found is None:
             raise NotFound(f"Suppression {id_or_email!r} was not found.")
         return found
@@ -107,14 +117,22 @@ class SuppressionService:
             await suppressions_repo.remove(tx, principal.team_id, found.id)
         return found
 
-    async def list(self, principal: Principal, origin: str | None, email: str | None,
-                   cursor: str | None, limit: int) -> SuppressionPage:
+    async def page(
+        self,
+        principal: Principal,
+        origin: str | None,
+        email: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> SuppressionPage:
         if origin is not None and origin not in SUPPRESSION_ORIGINS:
             raise ValidationError("'origin' must be one of bounce, complaint, manual.")
         position = decode_page_cursor(cursor)
         lookup = email.strip().lower() if email else None
         async with self.db.read() as tx:
-            rows = await suppressions_repo.list_page(tx, principal.team_id, origin, lookup, position, limit + 1)
+            rows = await suppressions_repo.list_page(
+                tx, principal.team_id, origin, lookup, position, limit + 1
+            )
         items = rows[:limit]
         more = len(rows) > limit
         next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if more else ""

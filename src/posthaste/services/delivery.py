@@ -47,8 +47,9 @@ class Attempt:
 
 
 class DeliveryService:
-    def __init__(self, db: Database, transports: TransportRegistry,
-                 retry_schedule: Sequence[float]) -> None:
+    def __init__(
+        self, db: Database, transports: TransportRegistry, retry_schedule: Sequence[float]
+    ) -> None:
         self.db = db
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
@@ -68,7 +69,11 @@ class DeliveryService:
             if email is None or email.status not in ACTIVE:
                 await jobs_repo.finish(tx, job)
                 return None
-            if email.scheduled_at is not None and email.scheduled_at > now and email.status is EmailStatus.SCHEDULED:
+            if (
+                email.scheduled_at is not None
+                and email.scheduled_at > now
+                and email.status is EmailStatus.SCHEDULED
+            ):
                 await jobs_repo.retry_at(tx, job, email.scheduled_at)
                 return None
             if job.attempts > MAX_JOB_CLAIMS:
@@ -99,7 +104,9 @@ class DeliveryService:
             attachments = []
             for info in await repo.list_attachments(tx, email.team_id, email.id):
                 content = await repo.read_blob(tx, email.team_id, info.blob_id) or b""
-                attachments.append(MimeAttachment(info.filename, info.content_type, content, info.content_id))
+                attachments.append(
+                    MimeAttachment(info.filename, info.content_type, content, info.content_id)
+                )
         return build_message(_outgoing(email, attachments)), True
 
     async def _send(self, attempt: Attempt, raw: bytes) -> list[RecipientReply]:
@@ -115,13 +122,15 @@ class DeliveryService:
             replies.append(RecipientReply(recipient, sim.code, sim.text, True, email.message_id))
         if real:
             transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
-            envelope = Envelope(_return_path(email), real, email.message_id,
-                                any(not r.isascii() for r in real))
+            envelope = Envelope(
+                _return_path(email), real, email.message_id, any(not r.isascii() for r in real)
+            )
             replies.extend(await transport.send(envelope, raw))
         return replies
 
-    async def _finish(self, job: Job, attempt: Attempt, replies: list[RecipientReply],
-                      new_raw: bytes | None) -> None:
+    async def _finish(
+        self, job: Job, attempt: Attempt, replies: list[RecipientReply], new_raw: bytes | None
+    ) -> None:
         now = now_ms()
         async with self.db.transaction() as tx:
             email = await repo.get_email_any_team(tx, job.ref, for_update=True)
@@ -140,7 +149,9 @@ class DeliveryService:
             else:
                 await jobs_repo.finish(tx, job)
 
-    async def _mark_sent(self, tx: Tx, email: Email, replies: list[RecipientReply], now: int) -> Email:
+    async def _mark_sent(
+        self, tx: Tx, email: Email, replies: list[RecipientReply], now: int
+    ) -> Email:
         accepted = [r for r in replies if 200 <= r.code < 300]
         if email.status is not EmailStatus.SENDING or not accepted:
             return email
@@ -149,22 +160,31 @@ class DeliveryService:
         await repo.record_event(tx, email, "email.sent", email_event_data(email), now)
         return await _reload(tx, email.id)
 
-    async def _record_outcomes(self, tx: Tx, email: Email, replies: list[RecipientReply],
-                               outcomes: dict[str, Outcome], now: int) -> Email:
+    async def _record_outcomes(
+        self,
+        tx: Tx,
+        email: Email,
+        replies: list[RecipientReply],
+        outcomes: dict[str, Outcome],
+        now: int,
+    ) -> Email:
         known = await repo.recipient_outcomes(tx, email.id)
         known.update(outcomes)
         for outcome in (Outcome.DEFERRED, Outcome.BOUNCED, Outcome.ACCEPTED, Outcome.DELIVERED):
             group = [r for r in replies if outcomes[r.recipient] is outcome]
             if group:
-                await repo.set_recipient_outcome(tx, email.id, [r.recipient for r in group], outcome.value)
+                await repo.set_recipient_outcome(
+                    tx, email.id, [r.recipient for r in group], outcome.value
+                )
         target = aggregate_status(email.status, list(known.values()))
         # Deferred and bounced first, delivered last: when every recipient answers in one
         # attempt, the event that completes the picture is the one naming the new status.
         ordered = sorted(replies, key=lambda r: _EVENT_ORDER[outcomes[r.recipient]])
         for index, reply in enumerate(ordered):
             last = index == len(ordered) - 1
-            email = await self._record_reply(tx, email, reply, outcomes[reply.recipient],
-                                             target if last else None, now)
+            email = await self._record_reply(
+                tx, email, reply, outcomes[reply.recipient], target if last else None, now
+            )
         for reply in replies:
             complains = simulator_kind(reply.recipient) is SimKind.COMPLAINED
             if complains and outcomes[reply.recipient] is Outcome.DELIVERED:
@@ -173,18 +193,27 @@ class DeliveryService:
                 email = await _reload(tx, email.id)
         return email
 
-    async def _record_reply(self, tx: Tx, email: Email, reply: RecipientReply, outcome: Outcome,
-                            target: EmailStatus | None, now: int) -> Email:
+    async def _record_reply(
+        self,
+        tx: Tx,
+        email: Email,
+        reply: RecipientReply,
+        outcome: Outcome,
+        target: EmailStatus | None,
+        now: int,
+    ) -> Email:
         event_type, extra = _event_for(reply, outcome)
         if event_type is None:
             if target is not None and target is not email.status:
-                await repo.record_event(tx, email, f"email.{target.value}",
-                                        email_event_data(email), now)
+                await repo.record_event(
+                    tx, email, f"email.{target.value}", email_event_data(email), now
+                )
                 return await _reload(tx, email.id)
             return email
         data = email_event_data(email, to=[reply.recipient], **extra)
-        await repo.record_event(tx, email, event_type, data, now,
-                                status=target if target is not None else email.status)
+        await repo.record_event(
+            tx, email, event_type, data, now, status=target if target is not None else email.status
+        )
         return await _reload(tx, email.id)
 
     def _retry_delay(self, attempt: int) -> int:
@@ -192,8 +221,13 @@ class DeliveryService:
         return int(base * 1000 * (1 + random.uniform(-0.1, 0.1)))
 
 
-_EVENT_ORDER = {Outcome.DEFERRED: 0, Outcome.BOUNCED: 1, Outcome.ACCEPTED: 2, Outcome.DELIVERED: 3,
-                Outcome.PENDING: 4}
+_EVENT_ORDER = {
+    Outcome.DEFERRED: 0,
+    Outcome.BOUNCED: 1,
+    Outcome.ACCEPTED: 2,
+    Outcome.DELIVERED: 3,
+    Outcome.PENDING: 4,
+}
 
 
 def _event_for(reply: RecipientReply, outcome: Outcome) -> tuple[str | None, dict[str, Any]]:
@@ -205,8 +239,9 @@ def _event_for(reply: RecipientReply, outcome: Outcome) -> tuple[str | None, dic
     if outcome is Outcome.BOUNCED:
         bounce_type = "Permanent" if reply.code >= 500 else "Transient"
         subtype = "General" if reply.code >= 500 else "Deferred"
-        return "email.bounced", {"bounce": {"type": bounce_type, "subtype": subtype,
-                                            "diagnostic": diagnostic}}
+        return "email.bounced", {
+            "bounce": {"type": bounce_type, "subtype": subtype, "diagnostic": diagnostic}
+        }
     return None, {}
 
 

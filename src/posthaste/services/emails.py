@@ -32,7 +32,9 @@ def decode_page_cursor(cursor: str | None) -> Position | None:
     try:
         return decode_cursor(cursor)
     except InvalidCursor:
-        raise ValidationError("The 'cursor' is invalid: pass the next_cursor of a previous page.") from None
+        raise ValidationError(
+            "The 'cursor' is invalid: pass the next_cursor of a previous page."
+        ) from None
 
 
 class EmailQueries:
@@ -43,7 +45,9 @@ class EmailQueries:
         async with self.db.read() as tx:
             return await _email(tx, principal, email_id)
 
-    async def list(self, principal: Principal, flt: EmailFilter, cursor: str | None, limit: int) -> Page:
+    async def page(
+        self, principal: Principal, flt: EmailFilter, cursor: str | None, limit: int
+    ) -> Page:
         position = decode_page_cursor(cursor)
         async with self.db.read() as tx:
             rows = await repo.list_emails(tx, principal.team_id, flt, position, limit + 1)
@@ -62,7 +66,9 @@ class EmailQueries:
             await _email(tx, principal, email_id)
             return await repo.list_attachments(tx, principal.team_id, email_id)
 
-    async def attachment(self, principal: Principal, email_id: str, attachment_id: str) -> tuple[AttachmentInfo, bytes]:
+    async def attachment(
+        self, principal: Principal, email_id: str, attachment_id: str
+    ) -> tuple[AttachmentInfo, bytes]:
         async with self.db.read() as tx:
             for item in await repo.list_attachments(tx, principal.team_id, email_id):
                 if item.id == attachment_id:
@@ -86,7 +92,9 @@ class EmailChanges:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def reschedule(self, principal: Principal, email_id: str, scheduled_at: int | None) -> Email:
+    async def reschedule(
+        self, principal: Principal, email_id: str, scheduled_at: int | None
+    ) -> Email:
         """Move a queued or scheduled email to a new time (None or past: send now)."""
         now = now_ms()
         if scheduled_at is not None and scheduled_at - now > MAX_SCHEDULE_AHEAD_MS:
@@ -94,8 +102,7 @@ class EmailChanges:
         when = scheduled_at if scheduled_at is not None and scheduled_at > now else None
         async with self.db.transaction() as tx:
             email = await _email(tx, principal, email_id, for_update=True)
-            if email.status not in PENDING:
-                raise Conflict(f"Only queued or scheduled emails can be rescheduled; this one is {email.status.value}.")
+            _require_pending(email, "rescheduled")
             target = EmailStatus.SCHEDULED if when is not None else EmailStatus.QUEUED
             await repo.reschedule(tx, email.id, when)
             if target is not email.status or target is EmailStatus.SCHEDULED:
@@ -107,11 +114,17 @@ class EmailChanges:
         now = now_ms()
         async with self.db.transaction() as tx:
             email = await _email(tx, principal, email_id, for_update=True)
-            if email.status not in PENDING:
-                raise Conflict(f"Only queued or scheduled emails can be canceled; this one is {email.status.value}.")
+            _require_pending(email, "canceled")
             await _move(tx, email, EmailStatus.CANCELED, now)
             await jobs_repo.drop(tx, DELIVER_JOB, email.id)
             return await _email(tx, principal, email_id)
+
+
+def _require_pending(email: Email, action: str) -> None:
+    if email.status not in PENDING:
+        raise Conflict(
+            f"Only queued or scheduled emails can be {action}; this one is {email.status.value}."
+        )
 
 
 async def _move(tx: Tx, email: Email, target: EmailStatus, now: int, **extra: object) -> None:

@@ -31,5 +31,7 @@ class RateLimiter:
             retry_after = max(1, -(-wait_us // 1_000_000))
             raise RateLimitExceeded(
                 f"Rate limit of {rate} requests per second exceeded; retry in {retry_after} s.",
-                retry_after=retry_after, limit=rate, reset=retry_after,
+                retry_after=retry_after,
+                limit=rate,
+                reset=retry_after,
             )

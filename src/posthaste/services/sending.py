@@ -125,9 +125,11 @@ class SendingService:
             accepted = await _apply_quota(tx, principal, accepted, outcomes, now)
             if accepted:
                 await _store(tx, [item for _, item in accepted], now)
-            results = [o if not isinstance(o, SendRequest) else None for o in outcomes]
-            for index, item in accepted:
-                results[index] = item.email
+            results: list[Outcome | None] = [
+                None if isinstance(o, SendRequest) else o for o in outcomes
+            ]
+            for index, accepted_item in accepted:
+                results[index] = accepted_item.email
             if idempotency_key is not None and accepted:
                 body = orjson.dumps(email_record(accepted[0][1].email)).decode()
                 await idempotency_repo.complete(tx, principal.team_id, idempotency_key, 200, body)
@@ -146,15 +148,15 @@ class SendingService:
                 items[index] = exc
         suppressed = await _suppressed(tx, principal.team_id, [a.request for _, a in accepted])
         kept: list[tuple[int, _Accepted]] = []
-        for index, item in accepted:
-            listed = [r for r, _ in item.request.recipients() if r in suppressed]
+        for index, candidate in accepted:
+            listed = [r for r, _ in candidate.request.recipients() if r in suppressed]
             if listed:
                 items[index] = ValidationError(
                     f"The recipient {listed[0]} is on the suppression list; remove it from "
                     "/suppressions to send to it again."
                 )
             else:
-                kept.append((index, item))
+                kept.append((index, candidate))
         return kept
 
     async def _check_one(
@@ -207,7 +209,9 @@ async def _apply_quota(
     for index, _ in accepted[room:]:
         outcomes[index] = DailyQuotaExceeded(
             f"The daily quota of {quota} emails is used up; it resets at 00:00 UTC.",
-            retry_after=max(1, reset_in // 1000), limit=quota, reset=max(1, reset_in // 1000),
+            retry_after=max(1, reset_in // 1000),
+            limit=quota,
+            reset=max(1, reset_in // 1000),
         )
     return accepted[:room]
 
@@ -261,13 +265,16 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
         _add(rows, "email_tags", emails_repo.tag_rows(email))
         blob_rows, info_rows = emails_repo.attachment_rows(
             email,
-            [emails_repo.NewAttachment(a.filename, a.content_type, a.content, a.content_id)
-             for a in request.attachments],
+            [
+                emails_repo.NewAttachment(a.filename, a.content_type, a.content, a.content_id)
+                for a in request.attachments
+            ],
         )
         _add(rows, "blobs", blob_rows)
         _add(rows, "attachments", info_rows)
-        event = Event(new_id(), email.team_id, email.last_event, email.id, now,
-                      email_event_data(email))
+        event = Event(
+            new_id(), email.team_id, email.last_event, email.id, now, email_event_data(email)
+        )
         _add(rows, "events", [emails_repo.event_row(event)])
         due = email.scheduled_at if email.scheduled_at is not None else now
         job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
@@ -277,4 +284,3 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
 
 def _add(rows: dict[str, list[dict[str, Any]]], table: str, items: list[dict[str, Any]]) -> None:
     rows.setdefault(table, []).extend(items)
-

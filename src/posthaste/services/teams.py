@@ -17,8 +17,10 @@ from posthaste.storage.database import Database, Tx
 
 _BASE62 = string.ascii_letters + string.digits
 DEFAULT_RATE_LIMIT = 10
-DEFAULT_STREAMS = (("transactional", "Transactional", "transactional"),
-                   ("broadcast", "Broadcast", "broadcast"))
+DEFAULT_STREAMS = (
+    ("transactional", "Transactional", "transactional"),
+    ("broadcast", "Broadcast", "broadcast"),
+)
 
 
 def generate_token(mode: KeyMode) -> str:
@@ -41,12 +43,17 @@ class TeamService:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create_team(self, name: str, rate_limit: int | None = None,
-                          daily_quota: int | None = None) -> Team:
+    async def create_team(
+        self, name: str, rate_limit: int | None = None, daily_quota: int | None = None
+    ) -> Team:
         _check_limits(rate_limit, daily_quota)
-        team = Team(new_id(), _team_name(name),
-                    DEFAULT_RATE_LIMIT if rate_limit is None else rate_limit,
-                    daily_quota or 0, now_ms())
+        team = Team(
+            new_id(),
+            _team_name(name),
+            DEFAULT_RATE_LIMIT if rate_limit is None else rate_limit,
+            daily_quota or 0,
+            now_ms(),
+        )
         async with self.db.transaction() as tx:
             if await teams_repo.get_team_by_name(tx, team.name) is not None:
                 raise Conflict(f"A team named {team.name!r} already exists.")
@@ -58,8 +65,9 @@ class TeamService:
         _check_limits(rate_limit, daily_quota)
         async with self.db.transaction() as tx:
             team = await self._team(tx, name)
-            await teams_repo.update_team_limits(tx, team.id, rate_limit=rate_limit,
-                                                daily_quota=daily_quota)
+            await teams_repo.update_team_limits(
+                tx, team.id, rate_limit=rate_limit, daily_quota=daily_quota
+            )
             updated = await teams_repo.get_team_by_name(tx, name)
         assert updated is not None
         return updated
@@ -78,14 +86,26 @@ class TeamService:
             raise NotFound(f"No team named {name!r}.")
         return team
 
-    async def create_key(self, team_id: str, name: str | None = None, mode: KeyMode = KeyMode.LIVE,
-                         permission: Permission = Permission.FULL_ACCESS,
-                         domain_id: str | None = None) -> CreatedKey:
+    async def create_key(
+        self,
+        team_id: str,
+        name: str | None = None,
+        mode: KeyMode = KeyMode.LIVE,
+        permission: Permission = Permission.FULL_ACCESS,
+        domain_id: str | None = None,
+    ) -> CreatedKey:
         token = generate_token(mode)
         key = ApiKey(
-            id=new_id(), team_id=team_id, name=(name or f"{mode.value} key")[:200],
-            token_hint=token[:12], mode=mode, permission=permission, domain_id=domain_id,
-            created_at=now_ms(), last_used_at=None, revoked_at=None,
+            id=new_id(),
+            team_id=team_id,
+            name=(name or f"{mode.value} key")[:200],
+            token_hint=token[:12],
+            mode=mode,
+            permission=permission,
+            domain_id=domain_id,
+            created_at=now_ms(),
+            last_used_at=None,
+            revoked_at=None,
         )
         async with self.db.transaction() as tx:
             await teams_repo.insert_key(tx, key, hash_token(token))

@@ -167,9 +167,7 @@ async def _translate_db_errors() -> AsyncIterator[None]:
 
 def _is_connection_problem(exc: OperationalError) -> bool:
     message = str(exc.orig).lower()
-    return any(
-        marker in message for marker in ("connect", "unable to open", "database is locked")
-    )
+    return any(marker in message for marker in ("connect", "unable to open", "database is locked"))
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:

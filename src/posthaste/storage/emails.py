@@ -13,7 +13,14 @@ from posthaste.core.ids import new_id
 from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
 from posthaste.storage.database import Tx
-from posthaste.storage.tables import attachments, blobs, email_recipients, email_tags, emails, events
+from posthaste.storage.tables import (
+    attachments,
+    blobs,
+    email_recipients,
+    email_tags,
+    emails,
+    events,
+)
 
 
 @dataclass(frozen=True)
@@ -150,8 +157,12 @@ def attachment_rows(
     for position, item in enumerate(items):
         blob_id = new_id()
         blob_rows.append(
-            {"id": blob_id, "team_id": email.team_id, "data": item.content,
-             "created_at": email.created_at}
+            {
+                "id": blob_id,
+                "team_id": email.team_id,
+                "data": item.content,
+                "created_at": email.created_at,
+            }
         )
         info_rows.append(
             {
@@ -177,7 +188,9 @@ async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
             await tx.conn.execute(table.insert(), table_rows)
 
 
-async def get_email(tx: Tx, team_id: str, email_id: str, *, for_update: bool = False) -> Email | None:
+async def get_email(
+    tx: Tx, team_id: str, email_id: str, *, for_update: bool = False
+) -> Email | None:
     query = select(emails).where(emails.c.team_id == team_id, emails.c.id == email_id)
     if for_update:
         query = query.with_for_update()
@@ -203,8 +216,11 @@ def _filtered(query: Select[Any], team_id: str, flt: EmailFilter) -> Select[Any]
     if flt.from_:
         query = query.where(emails.c.from_lookup == flt.from_)
     if flt.subject:
-        pattern = "%" + flt.subject.lower().replace("\\", "\\\\").replace("%", "\\%").replace(
-            "_", "\\_") + "%"
+        pattern = (
+            "%"
+            + flt.subject.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            + "%"
+        )
         query = query.where(func.lower(emails.c.subject).like(pattern, escape="\\"))
     if flt.after is not None:
         query = query.where(emails.c.created_at > flt.after)
@@ -261,8 +277,9 @@ async def list_attachments(tx: Tx, team_id: str, email_id: str) -> list[Attachme
         .order_by(attachments.c.position)
     )
     return [
-        AttachmentInfo(r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id,
-                       r.blob_id)
+        AttachmentInfo(
+            r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id, r.blob_id
+        )
         for r in await tx.conn.execute(query)
     ]
 
@@ -278,9 +295,7 @@ async def store_raw(tx: Tx, email: Email, raw: bytes, now: int) -> None:
     await tx.conn.execute(
         blobs.insert().values(id=blob_id, team_id=email.team_id, data=raw, created_at=now)
     )
-    await tx.conn.execute(
-        update(emails).where(emails.c.id == email.id).values(raw_blob_id=blob_id)
-    )
+    await tx.conn.execute(update(emails).where(emails.c.id == email.id).values(raw_blob_id=blob_id))
 
 
 async def set_delivery_fields(tx: Tx, email_id: str, **values: Any) -> None:
@@ -289,7 +304,9 @@ async def set_delivery_fields(tx: Tx, email_id: str, **values: Any) -> None:
     await tx.conn.execute(update(emails).where(emails.c.id == email_id).values(**values))
 
 
-async def set_recipient_outcome(tx: Tx, email_id: str, addresses: Sequence[str], outcome: str) -> None:
+async def set_recipient_outcome(
+    tx: Tx, email_id: str, addresses: Sequence[str], outcome: str
+) -> None:
     await tx.conn.execute(
         update(email_recipients)
         .where(email_recipients.c.email_id == email_id, email_recipients.c.address.in_(addresses))

@@ -53,8 +53,14 @@ async def try_reserve(
             )
         )
     ).one()
-    return StoredKey(row.request_hash, row.state, row.response_status, row.response_body,
-                     row.locked_until, row.expires_at)
+    return StoredKey(
+        row.request_hash,
+        row.state,
+        row.response_status,
+        row.response_body,
+        row.locked_until,
+        row.expires_at,
+    )
 
 
 async def take_over(tx: Tx, team_id: str, key: str, now: int, lock_ms: int) -> None:

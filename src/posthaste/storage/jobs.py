@@ -22,7 +22,9 @@ from posthaste.storage.tables import jobs
 CHANNEL = JOBS_CHANNEL
 
 
-def job_row(kind: str, ref: str, team_id: str | None, available_at: int, now: int) -> dict[str, Any]:
+def job_row(
+    kind: str, ref: str, team_id: str | None, available_at: int, now: int
+) -> dict[str, Any]:
     return {
         "kind": kind,
         "ref": ref,
@@ -40,11 +42,15 @@ async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
         tx.notify(CHANNEL)
 
 
-async def enqueue(tx: Tx, kind: str, ref: str, team_id: str | None, available_at: int, now: int) -> None:
+async def enqueue(
+    tx: Tx, kind: str, ref: str, team_id: str | None, available_at: int, now: int
+) -> None:
     await enqueue_many(tx, [job_row(kind, ref, team_id, available_at, now)])
 
 
-async def claim(tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int) -> list[Job]:
+async def claim(
+    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+) -> list[Job]:
     """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``."""
     due = (
         select(jobs.c.id)
@@ -61,7 +67,9 @@ async def claim(tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: i
         .returning(jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts)
     )
     rows = (await tx.conn.execute(query)).all()
-    return sorted((Job(r.id, r.kind, r.ref, r.team_id, r.attempts) for r in rows), key=lambda j: j.id)
+    return sorted(
+        (Job(r.id, r.kind, r.ref, r.team_id, r.attempts) for r in rows), key=lambda j: j.id
+    )
 
 
 async def finish(tx: Tx, job: Job) -> bool:
@@ -84,7 +92,9 @@ async def retry_at(tx: Tx, job: Job, available_at: int) -> bool:
 
 async def move(tx: Tx, kind: str, ref: str, available_at: int) -> int:
     """Make the pending jobs of ``(kind, ref)`` due at another time (rescheduling)."""
-    query = update(jobs).where(jobs.c.kind == kind, jobs.c.ref == ref).values(available_at=available_at)
+    query = (
+        update(jobs).where(jobs.c.kind == kind, jobs.c.ref == ref).values(available_at=available_at)
+    )
     count = (await tx.conn.execute(query)).rowcount
     tx.notify(CHANNEL)
     return int(count)
@@ -98,7 +108,8 @@ async def drop(tx: Tx, kind: str, ref: str) -> int:
 async def next_due_at(tx: Tx, kinds: Sequence[str]) -> int | None:
     """When the earliest job (due or leased) becomes claimable: the worker's next wake-up."""
     query = select(func.min(jobs.c.available_at)).where(jobs.c.kind.in_(kinds))
-    return (await tx.conn.execute(query)).scalar()
+    due = (await tx.conn.execute(query)).scalar()
+    return None if due is None else int(due)
 
 
 async def depth(tx: Tx) -> int:

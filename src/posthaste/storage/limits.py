@@ -9,7 +9,9 @@ from posthaste.storage.database import Tx
 from posthaste.storage.tables import daily_usage, rate_limits
 
 
-async def take_rate_token(tx: Tx, team_id: str, now_us: int, interval_us: int, burst_us: int) -> int:
+async def take_rate_token(
+    tx: Tx, team_id: str, now_us: int, interval_us: int, burst_us: int
+) -> int:
     """Consume one request from the team's bucket.
 
     Returns 0 when allowed, else the microseconds to wait. GCRA keeps one number per team: the
@@ -18,7 +20,7 @@ async def take_rate_token(tx: Tx, team_id: str, now_us: int, interval_us: int, b
     await tx.conn.execute(
         insert_for(tx, rate_limits).values(team_id=team_id, tat=now_us).on_conflict_do_nothing()
     )
-    tat = (
+    tat: int = (
         await tx.conn.execute(
             select(rate_limits.c.tat).where(rate_limits.c.team_id == team_id).with_for_update()
         )
@@ -58,5 +60,7 @@ async def add_daily_usage(tx: Tx, team_id: str, day: int, count: int, quota: int
 
 
 async def daily_usage_of(tx: Tx, team_id: str, day: int) -> int:
-    query = select(daily_usage.c.count).where(daily_usage.c.team_id == team_id, daily_usage.c.day == day)
+    query = select(daily_usage.c.count).where(
+        daily_usage.c.team_id == team_id, daily_usage.c.day == day
+    )
     return int((await tx.conn.execute(query)).scalar() or 0)

@@ -15,7 +15,9 @@ from posthaste.storage.tables import suppressions
 
 
 def _suppression(row: Any) -> Suppression:
-    return Suppression(row.id, row.team_id, row.email, row.origin, row.source_email_id, row.created_at)
+    return Suppression(
+        row.id, row.team_id, row.email, row.origin, row.source_email_id, row.created_at
+    )
 
 
 async def add(tx: Tx, item: Suppression) -> Suppression:
@@ -38,13 +40,17 @@ async def add(tx: Tx, item: Suppression) -> Suppression:
 
 
 async def get_by_email(tx: Tx, team_id: str, email: str) -> Suppression | None:
-    query = select(suppressions).where(suppressions.c.team_id == team_id, suppressions.c.email == email)
+    query = select(suppressions).where(
+        suppressions.c.team_id == team_id, suppressions.c.email == email
+    )
     row = (await tx.conn.execute(query)).first()
     return _suppression(row) if row else None
 
 
 async def get_by_id(tx: Tx, team_id: str, item_id: str) -> Suppression | None:
-    query = select(suppressions).where(suppressions.c.team_id == team_id, suppressions.c.id == item_id)
+    query = select(suppressions).where(
+        suppressions.c.team_id == team_id, suppressions.c.id == item_id
+    )
     row = (await tx.conn.execute(query)).first()
     return _suppression(row) if row else None
 
@@ -69,12 +75,15 @@ async def list_page(
         query = query.where(suppressions.c.email == email)
     if after is not None:
         query = query.where(
-            tuple_(suppressions.c.created_at, suppressions.c.id) < tuple_(after.created_at, after.id)
+            tuple_(suppressions.c.created_at, suppressions.c.id)
+            < tuple_(after.created_at, after.id)
         )
     query = query.order_by(suppressions.c.created_at.desc(), suppressions.c.id.desc()).limit(limit)
     return [_suppression(r) for r in await tx.conn.execute(query)]
 
 
 async def remove(tx: Tx, team_id: str, item_id: str) -> bool:
-    query = delete(suppressions).where(suppressions.c.team_id == team_id, suppressions.c.id == item_id)
+    query = delete(suppressions).where(
+        suppressions.c.team_id == team_id, suppressions.c.id == item_id
+    )
     return bool((await tx.conn.execute(query)).rowcount)

@@ -172,7 +172,9 @@ events = Table(
 jobs = Table(
     "jobs",
     metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
     Column("kind", String(40), nullable=False),
     Column("ref", String(64), nullable=False),
     Column("team_id", ID, nullable=True),

@@ -99,8 +99,13 @@ async def insert_key(tx: Tx, key: ApiKey, token_hash: str) -> None:
 async def find_active_key(tx: Tx, token_hash: str) -> tuple[ApiKey, Team] | None:
     """The live (not revoked) key with this hash, and its team."""
     query = (
-        select(api_keys, teams.c.name.label("team_name"), teams.c.rate_limit,
-               teams.c.daily_quota, teams.c.created_at.label("team_created_at"))
+        select(
+            api_keys,
+            teams.c.name.label("team_name"),
+            teams.c.rate_limit,
+            teams.c.daily_quota,
+            teams.c.created_at.label("team_created_at"),
+        )
         .join(teams, teams.c.id == api_keys.c.team_id)
         .where(api_keys.c.token_hash == token_hash, api_keys.c.revoked_at.is_(None))
     )

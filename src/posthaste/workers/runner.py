@@ -8,6 +8,7 @@ a retry, or a lease running out) falls due, and at most ``idle_check`` seconds a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -24,8 +25,15 @@ Handler = Callable[[Job], Awaitable[None]]
 
 
 class Worker:
-    def __init__(self, db: Database, handlers: Mapping[str, Handler], *, lease_seconds: float,
-                 batch_size: int = 32, idle_check: float = 30.0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        handlers: Mapping[str, Handler],
+        *,
+        lease_seconds: float,
+        batch_size: int = 32,
+        idle_check: float = 30.0,
+    ) -> None:
         self.db = db
         self.handlers = dict(handlers)
         self.lease_ms = int(lease_seconds * 1000)
@@ -64,8 +72,9 @@ class Worker:
     async def _claim(self) -> list[Job]:
         try:
             async with self.db.transaction() as tx:
-                return await jobs_repo.claim(tx, list(self.handlers), self.name, now_ms(),
-                                             self.lease_ms, self.batch_size)
+                return await jobs_repo.claim(
+                    tx, list(self.handlers), self.name, now_ms(), self.lease_ms, self.batch_size
+                )
         except Exception:
             log.exception("claiming jobs failed; retrying shortly")
             await asyncio.sleep(1)
@@ -92,7 +101,5 @@ class Worker:
             timeout = min(timeout, max(0.0, (due - now_ms()) / 1000))
         if timeout <= 0:
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            pass

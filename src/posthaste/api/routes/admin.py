@@ -46,10 +46,17 @@ def _key_record(key: ApiKey) -> dict[str, Any]:
     }
 
 
-@router.post("/api-keys", status_code=201, tags=["api-keys"], summary="Create an API key",
-             responses={201: {"model": CreatedApiKey}, **ERRORS},
-             openapi_extra=body_schema(CreateApiKeyRequest))
-async def create_api_key(principal: FullPrincipal, services: ServicesDep, body: JsonBody) -> Response:
+@router.post(
+    "/api-keys",
+    status_code=201,
+    tags=["api-keys"],
+    summary="Create an API key",
+    responses={201: {"model": CreatedApiKey}, **ERRORS},
+    openapi_extra=body_schema(CreateApiKeyRequest),
+)
+async def create_api_key(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     fields = json_object(body)
     name = fields.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
@@ -67,65 +74,104 @@ async def create_api_key(principal: FullPrincipal, services: ServicesDep, body: 
 
 def _choice(value: object, enum: type[E], name: str) -> E:
     try:
-        return enum(value)
+        return enum(str(value))
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
         raise ValidationError(f"'{name}' must be one of: {allowed}.") from None
 
 
-@router.get("/api-keys", tags=["api-keys"], summary="List API keys (never their tokens)",
-            responses={200: {"model": ApiKeyList}, **ERRORS})
+@router.get(
+    "/api-keys",
+    tags=["api-keys"],
+    summary="List API keys (never their tokens)",
+    responses={200: {"model": ApiKeyList}, **ERRORS},
+)
 async def list_api_keys(principal: FullPrincipal, services: ServicesDep) -> Response:
     return listing([_key_record(k) for k in await services.teams.list_keys(principal.team_id)])
 
 
-@router.delete("/api-keys/{key_id}", tags=["api-keys"], summary="Revoke an API key",
-               responses={200: {"model": Deleted}, **ERRORS})
+@router.delete(
+    "/api-keys/{key_id}",
+    tags=["api-keys"],
+    summary="Revoke an API key",
+    responses={200: {"model": Deleted}, **ERRORS},
+)
 async def revoke_api_key(key_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     await services.teams.revoke_key(key_id, principal.team_id)
     return deleted("api_key", key_id)
 
 
-@router.post("/streams", status_code=201, tags=["streams"], summary="Create a message stream",
-             responses={201: {"model": StreamRecord}, **ERRORS},
-             openapi_extra=body_schema(CreateStreamRequest))
-async def create_stream(principal: FullPrincipal, services: ServicesDep, body: JsonBody) -> Response:
+@router.post(
+    "/streams",
+    status_code=201,
+    tags=["streams"],
+    summary="Create a message stream",
+    responses={201: {"model": StreamRecord}, **ERRORS},
+    openapi_extra=body_schema(CreateStreamRequest),
+)
+async def create_stream(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     fields = json_object(body)
-    stream = await services.streams.create(principal, fields.get("id"), fields.get("name"),
-                                           fields.get("type"))
+    stream = await services.streams.create(
+        principal, fields.get("id"), fields.get("name"), fields.get("type")
+    )
     return json_response(stream_record(stream), 201)
 
 
-@router.get("/streams", tags=["streams"], summary="List message streams",
-            responses={200: {"model": StreamList}, **ERRORS})
+@router.get(
+    "/streams",
+    tags=["streams"],
+    summary="List message streams",
+    responses={200: {"model": StreamList}, **ERRORS},
+)
 async def list_streams(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([stream_record(s) for s in await services.streams.list(principal)])
+    return listing([stream_record(s) for s in await services.streams.all(principal)])
 
 
-@router.get("/streams/{stream_id}", tags=["streams"], summary="Get a message stream",
-            responses={200: {"model": StreamRecord}, **ERRORS})
+@router.get(
+    "/streams/{stream_id}",
+    tags=["streams"],
+    summary="Get a message stream",
+    responses={200: {"model": StreamRecord}, **ERRORS},
+)
 async def get_stream(stream_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return json_response(stream_record(await services.streams.get(principal, stream_id)))
 
 
-@router.patch("/streams/{stream_id}", tags=["streams"], summary="Rename a message stream",
-              responses={200: {"model": StreamRecord}, **ERRORS},
-              openapi_extra=body_schema(UpdateStreamRequest))
-async def update_stream(stream_id: str, principal: FullPrincipal, services: ServicesDep,
-                        body: JsonBody) -> Response:
+@router.patch(
+    "/streams/{stream_id}",
+    tags=["streams"],
+    summary="Rename a message stream",
+    responses={200: {"model": StreamRecord}, **ERRORS},
+    openapi_extra=body_schema(UpdateStreamRequest),
+)
+async def update_stream(
+    stream_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     stream = await services.streams.rename(principal, stream_id, json_object(body).get("name"))
     return json_response(stream_record(stream))
 
 
-@router.delete("/streams/{stream_id}", tags=["streams"], summary="Delete a message stream",
-               responses={200: {"model": Deleted}, **ERRORS})
-async def delete_stream(stream_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+@router.delete(
+    "/streams/{stream_id}",
+    tags=["streams"],
+    summary="Delete a message stream",
+    responses={200: {"model": Deleted}, **ERRORS},
+)
+async def delete_stream(
+    stream_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
     await services.streams.delete(principal, stream_id)
     return deleted("stream", stream_id)
 
 
-@router.get("/suppressions", tags=["suppressions"], summary="List suppressions (cursor pagination)",
-            responses={200: {"model": SuppressionList}, **ERRORS})
+@router.get(
+    "/suppressions",
+    tags=["suppressions"],
+    summary="List suppressions (cursor pagination)",
+    responses={200: {"model": SuppressionList}, **ERRORS},
+)
 async def list_suppressions(
     principal: FullPrincipal,
     services: ServicesDep,
@@ -134,29 +180,55 @@ async def list_suppressions(
     origin: str | None = None,
     email: str | None = None,
 ) -> Response:
-    page = await services.suppressions.list(principal, origin or None, email or None, cursor,
-                                            page_limit(limit, 50))
-    return json_response({"object": "list", "data": [suppression_record(s) for s in page.items],
-                          "next_cursor": page.next_cursor})
+    page = await services.suppressions.page(
+        principal, origin or None, email or None, cursor, page_limit(limit, 50)
+    )
+    return json_response(
+        {
+            "object": "list",
+            "data": [suppression_record(s) for s in page.items],
+            "next_cursor": page.next_cursor,
+        }
+    )
 
 
-@router.post("/suppressions", status_code=201, tags=["suppressions"], summary="Suppress an address",
-             responses={201: {"model": SuppressionRecord}, **ERRORS},
-             openapi_extra=body_schema(CreateSuppressionRequest))
-async def add_suppression(principal: FullPrincipal, services: ServicesDep, body: JsonBody) -> Response:
+@router.post(
+    "/suppressions",
+    status_code=201,
+    tags=["suppressions"],
+    summary="Suppress an address",
+    responses={201: {"model": SuppressionRecord}, **ERRORS},
+    openapi_extra=body_schema(CreateSuppressionRequest),
+)
+async def add_suppression(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     item = await services.suppressions.add(principal, json_object(body).get("email"))
     return json_response(suppression_record(item), 201)
 
 
-@router.get("/suppressions/{id_or_email}", tags=["suppressions"], summary="Get a suppression",
-            responses={200: {"model": SuppressionRecord}, **ERRORS})
-async def get_suppression(id_or_email: str, principal: FullPrincipal, services: ServicesDep) -> Response:
-    return json_response(suppression_record(await services.suppressions.get(principal, id_or_email)))
+@router.get(
+    "/suppressions/{id_or_email}",
+    tags=["suppressions"],
+    summary="Get a suppression",
+    responses={200: {"model": SuppressionRecord}, **ERRORS},
+)
+async def get_suppression(
+    id_or_email: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    return json_response(
+        suppression_record(await services.suppressions.get(principal, id_or_email))
+    )
 
 
-@router.delete("/suppressions/{id_or_email}", tags=["suppressions"], summary="Remove a suppression",
-               responses={200: {"model": Deleted}, **ERRORS})
-async def remove_suppression(id_or_email: str, principal: FullPrincipal,
-                             services: ServicesDep) -> Response:
+@router.delete(
+    "/suppressions/{id_or_email}",
+    tags=["suppressions"],
+    summary="Remove a suppression",
+    responses={200: {"model": Deleted}, **ERRORS},
+)
+async def remove_suppression(
+    id_or_email: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
     item = await services.suppressions.remove(principal, id_or_email)
     return deleted("suppression", item.id)

@@ -66,7 +66,9 @@ async def send_email(
     responses={200: {"model": BatchResult}, **ERRORS},
     openapi_extra=body_schema(SendEmailRequest, array=True),
 )
-async def send_batch(principal: SendingPrincipal, services: ServicesDep, body: JsonBody) -> Response:
+async def send_batch(
+    principal: SendingPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
     if not isinstance(body, list):
         raise ValidationError("The batch body must be a JSON array of 1 to 100 email objects.")
@@ -111,19 +113,23 @@ async def list_emails(
         after=_timestamp(after, "after"),
         before=_timestamp(before, "before"),
     )
-    page = await services.emails.list(principal, flt, cursor, page_limit(limit, 20))
-    return json_response({
-        "object": "list",
-        "data": [email_record(e) for e in page.items],
-        "next_cursor": page.next_cursor,
-    })
+    page = await services.emails.page(principal, flt, cursor, page_limit(limit, 20))
+    return json_response(
+        {
+            "object": "list",
+            "data": [email_record(e) for e in page.items],
+            "next_cursor": page.next_cursor,
+        }
+    )
 
 
 def _status(value: str | None) -> str | None:
     if not value:
         return None
     if value not in {s.value for s in EmailStatus}:
-        raise ValidationError(f"Unknown status {value!r}; one of: {', '.join(s.value for s in EmailStatus)}.")
+        raise ValidationError(
+            f"Unknown status {value!r}; one of: {', '.join(s.value for s in EmailStatus)}."
+        )
     return value
 
 
@@ -149,7 +155,9 @@ def _timestamp(value: str | None, name: str) -> int | None:
         raise ValidationError(f"'{name}' must be an RFC 3339 timestamp with a time zone.") from None
 
 
-@router.get("/emails/{email_id}", summary="Get an email", responses={200: {"model": EmailRecord}, **ERRORS})
+@router.get(
+    "/emails/{email_id}", summary="Get an email", responses={200: {"model": EmailRecord}, **ERRORS}
+)
 async def get_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return json_response(email_record(await services.emails.get(principal, email_id)))
 
@@ -160,11 +168,14 @@ async def get_email(email_id: str, principal: FullPrincipal, services: ServicesD
     responses={200: {"model": EmailRecord}, **ERRORS},
     openapi_extra=body_schema(RescheduleRequest),
 )
-async def reschedule_email(email_id: str, principal: FullPrincipal, services: ServicesDep,
-                           body: JsonBody) -> Response:
+async def reschedule_email(
+    email_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
     fields = json_object(body)
     if "scheduled_at" not in fields:
-        raise ValidationError("Only 'scheduled_at' can be changed: give a timestamp, or null to send now.")
+        raise ValidationError(
+            "Only 'scheduled_at' can be changed: give a timestamp, or null to send now."
+        )
     raw = fields["scheduled_at"]
     if raw is not None and not isinstance(raw, str):
         raise ValidationError("'scheduled_at' must be an RFC 3339 timestamp or null.")
@@ -173,29 +184,44 @@ async def reschedule_email(email_id: str, principal: FullPrincipal, services: Se
     return json_response(email_record(email))
 
 
-@router.post("/emails/{email_id}/cancel", summary="Cancel a queued or scheduled email",
-             responses={200: {"model": EmailRecord}, **ERRORS})
+@router.post(
+    "/emails/{email_id}/cancel",
+    summary="Cancel a queued or scheduled email",
+    responses={200: {"model": EmailRecord}, **ERRORS},
+)
 async def cancel_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return json_response(email_record(await services.email_changes.cancel(principal, email_id)))
 
 
-@router.get("/emails/{email_id}/events", summary="The email's event timeline, oldest first",
-            responses={200: {"model": EventList}, **ERRORS})
+@router.get(
+    "/emails/{email_id}/events",
+    summary="The email's event timeline, oldest first",
+    responses={200: {"model": EventList}, **ERRORS},
+)
 async def email_events(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return listing([event_record(e) for e in await services.emails.events(principal, email_id)])
 
 
-@router.get("/emails/{email_id}/attachments", summary="List the email's attachments",
-            responses={200: {"model": AttachmentList}, **ERRORS})
-async def email_attachments(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+@router.get(
+    "/emails/{email_id}/attachments",
+    summary="List the email's attachments",
+    responses={200: {"model": AttachmentList}, **ERRORS},
+)
+async def email_attachments(
+    email_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
     items = await services.emails.attachments(principal, email_id)
     return listing([attachment_record(a) for a in items])
 
 
-@router.get("/emails/{email_id}/attachments/{attachment_id}", summary="Download an attachment",
-            responses={200: {"content": {"application/octet-stream": {}}}, **ERRORS})
-async def download_attachment(email_id: str, attachment_id: str, principal: FullPrincipal,
-                              services: ServicesDep) -> Response:
+@router.get(
+    "/emails/{email_id}/attachments/{attachment_id}",
+    summary="Download an attachment",
+    responses={200: {"content": {"application/octet-stream": {}}}, **ERRORS},
+)
+async def download_attachment(
+    email_id: str, attachment_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
     info, data = await services.emails.attachment(principal, email_id, attachment_id)
     disposition = "inline" if info.content_id else "attachment"
     return Response(
@@ -207,11 +233,13 @@ async def download_attachment(email_id: str, attachment_id: str, principal: Full
 
 def _disposition(kind: str, filename: str) -> str:
     ascii_name = filename.encode("ascii", "replace").decode().replace('"', "'").replace("\\", "_")
-    return f"{kind}; filename=\"{ascii_name}\"; filename*={encode_rfc2231(filename, 'utf-8')}"
+    return f'{kind}; filename="{ascii_name}"; filename*={encode_rfc2231(filename, "utf-8")}'
 
 
-@router.get("/emails/{email_id}/raw", summary="The exact RFC 5322 message sent",
-            responses={200: {"content": {"message/rfc822": {}}}, **ERRORS})
+@router.get(
+    "/emails/{email_id}/raw",
+    summary="The exact RFC 5322 message sent",
+    responses={200: {"content": {"message/rfc822": {}}}, **ERRORS},
+)
 async def raw_email(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return Response(await services.emails.raw(principal, email_id), media_type="message/rfc822")
-

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 
 class ErrorBody(BaseModel):
-    statusCode: int = Field(examples=[422])  # noqa: N815 - the documented field name
+    statusCode: int = Field(examples=[422])
     name: str = Field(examples=["validation_error"])
     message: str
 
