@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from posthaste import __version__
 from posthaste.api.errors import install_error_handlers
-from posthaste.api.middleware import BodyLimit, RequestLog
+from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
 from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import admin, emails, health
 from posthaste.bootstrap import Services
@@ -31,6 +31,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(emails.router)
     app.include_router(admin.router)
     install_openapi(app)
+    # Outermost last: the log sees every answer, the body limit runs before anything reads.
+    app.add_middleware(CatchAll)
     app.add_middleware(BodyLimit)
     app.add_middleware(RequestLog)
     return app

@@ -99,13 +99,7 @@ async def _on_http_error(_request: Request, exc: Exception) -> Response:
     )
 
 
-async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(InternalServerError())
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PosthasteError, _on_posthaste_error)
     app.add_exception_handler(RequestValidationError, _on_request_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
-    app.add_exception_handler(Exception, _on_unexpected)

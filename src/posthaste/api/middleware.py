@@ -10,7 +10,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from posthaste.api.errors import error_body
-from posthaste.errors import PayloadTooLarge
+from posthaste.errors import InternalServerError, PayloadTooLarge
 
 log = logging.getLogger("posthaste.access")
 
@@ -75,6 +75,44 @@ async def _send_413(send: Send) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class CatchAll:
+    """Turns any unexpected exception into the documented 500 body; the details go to the log
+    only. (Starlette's own handler would re-raise after answering, logging every error twice.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if started:
+                raise
+            body = orjson.dumps(error_body(InternalServerError()))
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
 
 
 class RequestLog:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, exists, func, select, tuple_, update
 
 from posthaste.core.cursors import Position
 from posthaste.core.ids import new_id
@@ -207,57 +207,68 @@ async def get_email_any_team(tx: Tx, email_id: str, *, for_update: bool = False)
     return _email(row) if row else None
 
 
-def _filtered(query: Select[Any], team_id: str, flt: EmailFilter) -> Select[Any]:
-    query = query.where(emails.c.team_id == team_id)
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _email_filters(team_id: str, flt: EmailFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [emails.c.team_id == team_id]
     if flt.status:
-        query = query.where(emails.c.status == flt.status)
+        conditions.append(emails.c.status == flt.status)
     if flt.stream_id:
-        query = query.where(emails.c.stream_id == flt.stream_id)
+        conditions.append(emails.c.stream_id == flt.stream_id)
     if flt.from_:
-        query = query.where(emails.c.from_lookup == flt.from_)
+        conditions.append(emails.c.from_lookup == flt.from_)
     if flt.subject:
-        pattern = (
-            "%"
-            + flt.subject.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            + "%"
-        )
-        query = query.where(func.lower(emails.c.subject).like(pattern, escape="\\"))
-    if flt.after is not None:
-        query = query.where(emails.c.created_at > flt.after)
-    if flt.before is not None:
-        query = query.where(emails.c.created_at < flt.before)
+        pattern = f"%{_escape_like(flt.subject.lower())}%"
+        conditions.append(func.lower(emails.c.subject).like(pattern, escape="\\"))
+    return conditions
+
+
+def _driver(team_id: str, flt: EmailFilter) -> tuple[Select[Any], Any, Any]:
+    """The query and the (created_at, id) columns that drive a newest-first walk.
+
+    With a ``to`` or ``tag`` filter the walk runs down that table's own (team, value,
+    created_at, id) index and joins the emails, so a rare recipient or tag is found without
+    scanning the team's whole history; otherwise it runs down the emails' own indexes.
+    """
     if flt.to:
-        query = query.where(
-            exists().where(
-                email_recipients.c.email_id == emails.c.id,
-                email_recipients.c.team_id == team_id,
-                email_recipients.c.address == flt.to,
-            )
-        )
+        r = email_recipients
+        query = select(emails).join(r, r.c.email_id == emails.c.id)
+        query = query.where(r.c.team_id == team_id, r.c.address == flt.to)
+        return query, r.c.created_at, r.c.email_id
     if flt.tag:
-        key, value = flt.tag
-        query = query.where(
-            exists().where(
-                email_tags.c.email_id == emails.c.id,
-                email_tags.c.team_id == team_id,
-                email_tags.c.key == key,
-                email_tags.c.value == value,
-            )
-        )
-    return query
+        t = email_tags
+        query = select(emails).join(t, t.c.email_id == emails.c.id)
+        query = query.where(t.c.team_id == team_id, t.c.key == flt.tag[0], t.c.value == flt.tag[1])
+        return query, t.c.created_at, t.c.email_id
+    return select(emails), emails.c.created_at, emails.c.id
 
 
 async def list_emails(
     tx: Tx, team_id: str, flt: EmailFilter, after_position: Position | None, limit: int
 ) -> list[Email]:
     """Newest first, strictly after ``after_position`` (the last row of the previous page)."""
-    query = _filtered(select(emails), team_id, flt)
+    query, created_at, row_id = _driver(team_id, flt)
+    query = query.where(*_email_filters(team_id, flt))
+    if flt.to and flt.tag:
+        key, value = flt.tag
+        query = query.where(
+            exists().where(
+                email_tags.c.email_id == emails.c.id,
+                email_tags.c.key == key,
+                email_tags.c.value == value,
+            )
+        )
+    if flt.after is not None:
+        query = query.where(created_at > flt.after)
+    if flt.before is not None:
+        query = query.where(created_at < flt.before)
     if after_position is not None:
         query = query.where(
-            tuple_(emails.c.created_at, emails.c.id)
-            < tuple_(after_position.created_at, after_position.id)
+            tuple_(created_at, row_id) < tuple_(after_position.created_at, after_position.id)
         )
-    query = query.order_by(emails.c.created_at.desc(), emails.c.id.desc()).limit(limit)
+    query = query.order_by(created_at.desc(), row_id.desc()).limit(limit)
     return [_email(r) for r in await tx.conn.execute(query)]
 
 
