@@ -542,6 +542,11 @@ async def test_suppressions_api(
         404,
         "not_found",
     )
+    idn = (await client.post("/suppressions", json={"email": "Ü@Bücher.de"}, headers=h)).json()
+    assert idn["email"] == "ü@xn--bcher-kva.de"
+    assert (await client.get("/suppressions/Ü@bücher.DE", headers=h)).json()["id"] == idn["id"]
+    found = (await client.get("/suppressions?email=ü@bücher.de", headers=h)).json()["data"]
+    assert [x["id"] for x in found] == [idn["id"]]
     assert (await client.delete("/suppressions/gone@example.com", headers=h)).json()[
         "deleted"
     ] is True

@@ -75,6 +75,14 @@ def _slugify(name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", name.strip().lower()).strip("-")[:64]
 
 
+def _lookup_key(email: str) -> str:
+    """The stored form of an address (A-label domain, lower case); raw text if it won't parse."""
+    try:
+        return parse_address(email, "email").lookup_key
+    except ValidationError:
+        return email.strip().lower()
+
+
 @dataclass(frozen=True)
 class SuppressionPage:
     items: list[Suppression]
@@ -105,7 +113,7 @@ class SuppressionService:
                 found = await suppressions_repo.get_by_id(tx, principal.team_id, id_or_email)
             else:
                 found = await suppressions_repo.get_by_email(
-                    tx, principal.team_id, id_or_email.strip().lower()
+                    tx, principal.team_id, _lookup_key(id_or_email)
                 )
         if found is None:
             raise NotFound(f"Suppression {id_or_email!r} was not found.")
@@ -128,7 +136,7 @@ class SuppressionService:
         if origin is not None and origin not in SUPPRESSION_ORIGINS:
             raise ValidationError("'origin' must be one of bounce, complaint, manual.")
         position = decode_page_cursor(cursor)
-        lookup = email.strip().lower() if email else None
+        lookup = _lookup_key(email) if email else None
         async with self.db.read() as tx:
             rows = await suppressions_repo.list_page(
                 tx, principal.team_id, origin, lookup, position, limit + 1
