@@ -1,4 +1,7 @@
-"""JSON log lines on stderr: one object per line, with the logger's name and level."""
+"""JSON log lines on stderr: one object per line, with the logger's name and level.
+
+Structured fields ride in ``extra={"fields": {...}}`` and land as top-level keys.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(entry).decode()

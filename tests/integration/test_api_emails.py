@@ -577,6 +577,14 @@ async def test_daily_quota_answers_429(client: httpx.AsyncClient, services: Serv
     assert int(response.headers["retry-after"]) > 0
 
 
+async def test_request_ids(client: httpx.AsyncClient) -> None:
+    assert len((await client.get("/healthz")).headers["x-request-id"]) == 32
+    echoed = await client.get("/healthz", headers={"X-Request-Id": "abc-123"})
+    assert echoed.headers["x-request-id"] == "abc-123"
+    unsafe = await client.get("/healthz", headers={"X-Request-Id": "a b\tc"})
+    assert unsafe.headers["x-request-id"] != "a b\tc"
+
+
 async def test_health_and_openapi(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).json() == {"status": "ok"}

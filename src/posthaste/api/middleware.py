@@ -142,16 +142,15 @@ class RequestLog:
             await self.app(scope, receive, send_with_id)
         finally:
             if log.isEnabledFor(logging.INFO):
+                fields = {
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                }
                 log.info(
-                    orjson.dumps(
-                        {
-                            "request_id": request_id,
-                            "method": scope["method"],
-                            "path": scope["path"],
-                            "status": status,
-                            "ms": round((time.perf_counter() - started) * 1000, 2),
-                        }
-                    ).decode()
+                    "%s %s %s", scope["method"], scope["path"], status, extra={"fields": fields}
                 )
 
 
