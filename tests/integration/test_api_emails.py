@@ -12,16 +12,7 @@ import pytest
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
 from tests.conftest import Tenant, make_tenant
-
-
-def body(**overrides: Any) -> dict[str, Any]:
-    return {
-        "from": "Acme <hello@acme.test>",
-        "to": "user@example.com",
-        "subject": "Hello",
-        "html": "<p>Hi</p>",
-        **overrides,
-    }
+from tests.helpers import email_body as body
 
 
 def assert_error(response: httpx.Response, status: int, name: str) -> dict[str, Any]:

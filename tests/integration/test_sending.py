@@ -15,16 +15,7 @@ from posthaste.core.status import EmailStatus
 from posthaste.errors import DailyQuotaExceeded, DomainNotVerified, PosthasteError, ValidationError
 from posthaste.storage import tables
 from tests.conftest import Tenant, make_tenant
-
-
-def body(**overrides: Any) -> dict[str, Any]:
-    return {
-        "from": "Acme <hello@acme.test>",
-        "to": "user@example.com",
-        "subject": "Hello",
-        "html": "<p>Hi</p>",
-        **overrides,
-    }
+from tests.helpers import email_body as body
 
 
 async def principal(services: Services, token: str) -> Principal:

@@ -29,23 +29,13 @@ from dataclasses import dataclass
 import idna
 from email_validator import EmailNotValidError, validate_email
 
+from posthaste.core.text import describe_character, json_type, shorten
 from posthaste.errors import ValidationError
 
 MAX_ADDRESS_INPUT_LENGTH = 320
 """Longest accepted input, display name included (a 64-char local part, '@', a 255-char domain)."""
 
 _RFC5322_SPECIALS = frozenset('()<>[]:;@\\,."')
-_SHOWN_VALUE_LIMIT = 80
-_CONTROL_NAMES = {"\r": "CR", "\n": "LF", "\x00": "NUL", "\t": "TAB"}
-_JSON_TYPE_NAMES: dict[type, str] = {
-    str: "string",
-    bool: "boolean",
-    int: "number",
-    float: "number",
-    dict: "object",
-    list: "array",
-    type(None): "null",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +82,7 @@ class Address:
 def parse_address(value: str, field: str) -> Address:
     """Parse one address as a caller wrote it; raise ``ValidationError`` naming ``field`` if bad."""
     if not isinstance(value, str):
-        raise ValidationError(f"{field!r} must be an address string, got {_json_type(value)}.")
+        raise ValidationError(f"{field!r} must be an address string, got {json_type(value)}.")
     _check_length(value, field)
     _check_characters(value, field)
     text = value.strip()
@@ -117,7 +107,7 @@ def parse_address_list(value: object, field: str, *, required: bool = False) -> 
         return [parse_address(value, field)]
     if not isinstance(value, list):
         raise ValidationError(
-            f"{field!r} must be an address string or an array of them, got {_json_type(value)}."
+            f"{field!r} must be an address string or an array of them, got {json_type(value)}."
         )
     if not value and required:
         raise ValidationError(f"{field!r} must name at least one recipient.")
@@ -126,7 +116,7 @@ def parse_address_list(value: object, field: str, *, required: bool = False) -> 
 
 def _parse_list_item(item: object, item_field: str) -> Address:
     if not isinstance(item, str):
-        raise ValidationError(f"{item_field!r} must be an address string, got {_json_type(item)}.")
+        raise ValidationError(f"{item_field!r} must be an address string, got {json_type(item)}.")
     return parse_address(item, item_field)
 
 
@@ -142,7 +132,7 @@ def _check_characters(value: str, field: str) -> None:
     """Refuse control characters anywhere: CR/LF in an address is a header-injection attempt."""
     for char in value:
         if _is_forbidden_character(char):
-            raise _invalid(field, value, f"it contains {_describe(char)}")
+            raise _invalid(field, value, f"it contains {describe_character(char)}")
 
 
 def _is_forbidden_character(char: str) -> bool:
@@ -263,9 +253,7 @@ def _invalid(field: str, value: str, reason: str) -> ValidationError:
 
 def _shown(value: str) -> str:
     """The value as a JSON string, control characters escaped and long values shortened."""
-    if len(value) > _SHOWN_VALUE_LIMIT:
-        value = value[:_SHOWN_VALUE_LIMIT] + "…"
-    dumped = json.dumps(value, ensure_ascii=False)
+    dumped = json.dumps(shorten(value), ensure_ascii=False)
     return "".join(f"\\u{ord(c):04x}" if _is_forbidden_character(c) else c for c in dumped)
 
 
@@ -273,17 +261,3 @@ def _as_reason(message: str) -> str:
     """Fit an email_validator sentence after our colon: lower first letter, no final period."""
     message = message.rstrip(".")
     return message[:1].lower() + message[1:]
-
-
-def _describe(char: str) -> str:
-    """Name a forbidden character for an error message: "a control character (CR)"."""
-    category = unicodedata.category(char)
-    if category == "Cs":
-        return f"an unpaired surrogate (U+{ord(char):04X})"
-    if category in ("Zl", "Zp"):
-        return f"a line separator (U+{ord(char):04X})"
-    return f"a control character ({_CONTROL_NAMES.get(char, f'U+{ord(char):04X}')})"
-
-
-def _json_type(value: object) -> str:
-    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)

@@ -26,6 +26,7 @@ import re
 import unicodedata
 from typing import NamedTuple
 
+from posthaste.core.text import describe_character, json_type, shorten
 from posthaste.errors import ValidationError
 
 MAX_CUSTOM_HEADERS = 50
@@ -64,16 +65,6 @@ RESERVED_HEADERS: frozenset[str] = frozenset(_RESERVED_GUIDANCE)
 RESERVED_HEADER_PREFIX = "x-posthaste-"
 
 _TAG_NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
-_CONTROL_NAMES = {"\r": "CR", "\n": "LF", "\x00": "NUL"}
-_JSON_TYPE_NAMES: dict[type, str] = {
-    str: "string",
-    bool: "boolean",
-    int: "number",
-    float: "number",
-    dict: "object",
-    list: "array",
-    type(None): "null",
-}
 
 
 def validate_custom_headers(headers: object, field: str = "headers") -> dict[str, str]:
@@ -83,7 +74,7 @@ def validate_custom_headers(headers: object, field: str = "headers") -> dict[str
     if not isinstance(headers, dict):
         raise ValidationError(
             f"{field!r} must be an object of header names to string values, "
-            f"got {_json_type(headers)}."
+            f"got {json_type(headers)}."
         )
     if len(headers) > MAX_CUSTOM_HEADERS:
         raise ValidationError(
@@ -107,7 +98,7 @@ def _check_header(name: object, value: object, field: str) -> None:
     _check_not_reserved(checked_name, field)
     where = f"{field}.{checked_name}"
     if not isinstance(value, str):
-        raise ValidationError(f"{where!r} must be a string, got {_json_type(value)}.")
+        raise ValidationError(f"{where!r} must be a string, got {json_type(value)}.")
     _check_text(value, where, "header values")
     if len(checked_name) + 2 + len(value) > MAX_HEADER_LINE_LENGTH:
         raise ValidationError(
@@ -141,7 +132,7 @@ def _check_not_reserved(name: str, field: str) -> None:
 def validate_subject(value: object) -> str:
     """Check a subject (given or rendered): a one-line string of at most 2,000 characters."""
     if not isinstance(value, str):
-        raise ValidationError(f"'subject' must be a string, got {_json_type(value)}.")
+        raise ValidationError(f"'subject' must be a string, got {json_type(value)}.")
     if len(value) > MAX_SUBJECT_LENGTH:
         raise ValidationError(
             f"'subject' is {len(value)} characters long; at most {MAX_SUBJECT_LENGTH} are allowed."
@@ -161,7 +152,7 @@ def validate_tags(value: object) -> dict[str, str]:
     else:
         raise ValidationError(
             "'tags' must be an object of names to string values or an array of "
-            f'{{"name", "value"}} objects, got {_json_type(value)}.'
+            f'{{"name", "value"}} objects, got {json_type(value)}.'
         )
     if len(entries) > MAX_TAGS:
         raise ValidationError(f"'tags' has {len(entries)} tags; at most {MAX_TAGS} are allowed.")
@@ -181,7 +172,7 @@ def _tag_list_entry(item: object, where: str) -> _TagEntry:
     """One ``{"name": ..., "value": ...}`` entry of Resend's list form."""
     if not isinstance(item, dict):
         raise ValidationError(
-            f'{where!r} must be an object with "name" and "value", got {_json_type(item)}.'
+            f'{where!r} must be an object with "name" and "value", got {json_type(item)}.'
         )
     for key in ("name", "value"):
         if key not in item:
@@ -201,7 +192,7 @@ def _collect_tags(entries: list[_TagEntry]) -> dict[str, str]:
 
 def _check_tag_name(name: object, where: str) -> str:
     if not isinstance(name, str):
-        raise ValidationError(f"{where!r} must be a string, got {_json_type(name)}.")
+        raise ValidationError(f"{where!r} must be a string, got {json_type(name)}.")
     if not _TAG_NAME.fullmatch(name):
         raise ValidationError(
             f"Invalid tag name {_shown(name)} in {where!r}: use 1 to 256 ASCII letters, "
@@ -212,7 +203,7 @@ def _check_tag_name(name: object, where: str) -> str:
 
 def _check_tag_value(value: object, where: str) -> str:
     if not isinstance(value, str):
-        raise ValidationError(f"{where!r} must be a string, got {_json_type(value)}.")
+        raise ValidationError(f"{where!r} must be a string, got {json_type(value)}.")
     if len(value) > MAX_TAG_VALUE_LENGTH:
         raise ValidationError(
             f"{where!r} is {len(value)} characters long; "
@@ -227,7 +218,8 @@ def _check_text(value: str, where: str, what: str) -> None:
     for char in value:
         if _is_forbidden_character(char):
             raise ValidationError(
-                f"{where!r} contains {_describe(char)}; {what} must be a single line of text."
+                f"{where!r} contains {describe_character(char)}; "
+                f"{what} must be a single line of text."
             )
 
 
@@ -236,21 +228,7 @@ def _is_forbidden_character(char: str) -> bool:
     return char != "\t" and unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp")
 
 
-def _describe(char: str) -> str:
-    """Name a forbidden character for an error message: "a control character (CR)"."""
-    category = unicodedata.category(char)
-    if category == "Cs":
-        return f"an unpaired surrogate (U+{ord(char):04X})"
-    if category in ("Zl", "Zp"):
-        return f"a line separator (U+{ord(char):04X})"
-    return f"a control character ({_CONTROL_NAMES.get(char, f'U+{ord(char):04X}')})"
-
-
 def _shown(text: str) -> str:
     """A name for an error message: at most 80 characters, non-printables escaped."""
-    text = text if len(text) <= 80 else text[:80] + "…"
-    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text) + '"'
-
-
-def _json_type(value: object) -> str:
-    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shorten(text))
+    return f'"{escaped}"'

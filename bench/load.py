@@ -1,0 +1,124 @@
+"""The load generator: aiohttp clients in a closed loop, or requests on a fixed schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+
+from bench.stats import Recorder
+
+REQUEST_TIMEOUT = 60.0
+Counter = Callable[[int, bytes], int]
+Window = tuple[float, float]  # time.perf_counter() start and end of the measured part
+
+
+def count_single(status: int, _payload: bytes) -> int:
+    """``POST /emails``: a 200 answer is one accepted email."""
+    return 1 if status == 200 else 0
+
+
+def count_batch(status: int, payload: bytes) -> int:
+    """``POST /emails/batch``: the items that came back with an id."""
+    if status != 200:
+        return 0
+    return sum(1 for item in orjson.loads(payload)["data"] if "id" in item)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and what to post, and how to count what the answer accepted."""
+
+    url: str
+    key: str
+    bodies: list[bytes]
+    count: Counter
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+
+
+def session(limit: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+    )
+
+
+async def _post(http: aiohttp.ClientSession, target: Target, body: bytes) -> tuple[int, str | None]:
+    """Send one request; (accepted emails, error label or None)."""
+    try:
+        async with http.post(target.url, data=body, headers=target.headers) as response:
+            payload = await response.read()
+            accepted = target.count(response.status, payload)
+            error = None if accepted else f"HTTP {response.status}"
+            if response.status == 200 and accepted == 0:
+                error = "HTTP 200 with no accepted item"
+            return accepted, error
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return 0, type(exc).__name__
+
+
+async def closed_loop(target: Target, concurrency: int, window: Window) -> Recorder:
+    """``concurrency`` clients, each sending its next request as soon as the last one answers,
+    from now until the window ends; requests that start before the window (the warm-up) are
+    not recorded."""
+    recorder = Recorder()
+    bodies = itertools.cycle(target.bodies)
+    window_start, window_end = window
+
+    async def client(http: aiohttp.ClientSession) -> None:
+        while (start := time.perf_counter()) < window_end:
+            accepted, error = await _post(http, target, next(bodies))
+            if start >= window_start:
+                recorder.add(start, time.perf_counter(), accepted, error)
+
+    async with session(concurrency) as http:
+        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+    return recorder
+
+
+@dataclass
+class OpenLoopResult:
+    recorder: Recorder
+    scheduled: int
+    max_dispatch_lag_ms: float
+
+
+async def open_loop(
+    target: Target, rate: float, window: Window, limit: int = 256
+) -> OpenLoopResult:
+    """Requests at a fixed ``rate`` whatever the answers; latency runs from the *scheduled*
+    send time, so a stalled server (or generator) shows up in the figures instead of silently
+    slowing the schedule down (no coordinated omission)."""
+    recorder = Recorder()
+    bodies = itertools.cycle(target.bodies)
+    window_start, window_end = window
+    begin = time.perf_counter()
+    total = int((window_end - begin) * rate)
+    max_lag = 0.0
+
+    async def one(http: aiohttp.ClientSession, scheduled: float, body: bytes) -> None:
+        accepted, error = await _post(http, target, body)
+        if scheduled >= window_start:
+            recorder.add(scheduled, time.perf_counter(), accepted, error)
+
+    async with session(limit) as http:
+        tasks: list[asyncio.Task[None]] = []
+        for index in range(total):
+            scheduled = begin + index / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if scheduled >= window_start:
+                max_lag = max(max_lag, time.perf_counter() - scheduled)
+            tasks.append(asyncio.create_task(one(http, scheduled, next(bodies))))
+        await asyncio.gather(*tasks)
+    scheduled_in_window = sum(1 for i in range(total) if begin + i / rate >= window_start)
+    return OpenLoopResult(recorder, scheduled_in_window, max_lag * 1000)
