@@ -15,10 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from bench import cpu, payload
+from bench.stats import Measurement, Recorder
+from posthaste.core.ids import new_id, now_ms
 from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, KeyMode
 from posthaste.core.send_request import SendRequest, parse_send_request
-from posthaste.core.ids import new_id, now_ms
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
 from posthaste.services.sending import DELIVER_JOB
@@ -27,9 +29,6 @@ from posthaste.storage import emails as emails_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
-
-from bench import cpu, payload
-from bench.stats import Measurement, Recorder
 
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -117,7 +116,7 @@ async def _insert_for(
     recorder = Recorder()
     window_start = time.perf_counter() + warmup
     window = (window_start, window_start + duration)
-    usage = asyncio.create_task(cpu.during({"bench": os.getpid()}, *window))
+    usage = asyncio.create_task(cpu.during({"bench": [os.getpid()]}, *window))
     await asyncio.gather(
         *(_writer(target, per_tx, window, recorder, i * 7919) for i in range(concurrency))
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,29 +17,46 @@ PROC = Path("/proc")
 class CpuSnapshot:
     wall: float
     busy_ticks: int  # machine-wide, summed over every core
-    processes: dict[str, float]  # label -> CPU seconds used so far
+    processes: dict[str, float]  # label -> CPU seconds used so far (label_sys: in the kernel)
 
 
-def _process_seconds(pid: int) -> float:
+def _stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (field 3 onwards)."""
     try:
         stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
-        return 0.0
-    fields = stat.rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+        return []
+    return stat.rpartition(")")[2].split()
+
+
+def _process_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all its threads included."""
+    fields = _stat_fields(pid)
+    if not fields:
+        return 0.0, 0.0
+    return int(fields[11]) / TICK, int(fields[12]) / TICK  # utime, stime
+
+
+def _comm(pid: int | str) -> str:
+    try:
+        return (PROC / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _postgres_seconds() -> float:
-    """Every process named ``postgres`` on the box (server backends and background workers)."""
+    """Every process named ``postgres`` on the box, plus the CPU of backends that already
+    exited (the postmaster's reaped children: connections come and go under load)."""
     total = 0.0
     for entry in PROC.iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or _comm(entry.name) != "postgres":
             continue
-        try:
-            if (entry / "comm").read_text().strip() == "postgres":
-                total += _process_seconds(int(entry.name))
-        except OSError:
+        fields = _stat_fields(entry.name)
+        if not fields:
             continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
+        if _comm(fields[1]) != "postgres":  # the postmaster: add its reaped children
+            total += (int(fields[13]) + int(fields[14])) / TICK
     return total
 
 
@@ -52,8 +69,12 @@ def _busy_ticks() -> int:
     return sum(values) - values[3] - values[4]  # minus idle and iowait
 
 
-def snapshot(pids: Mapping[str, int]) -> CpuSnapshot:
-    processes = {label: _process_seconds(pid) for label, pid in pids.items()}
+def snapshot(pids: Mapping[str, Sequence[int]]) -> CpuSnapshot:
+    processes: dict[str, float] = {}
+    for label, group in pids.items():
+        times = [_process_times(pid) for pid in group]
+        processes[label] = sum(user + system for user, system in times)
+        processes[f"{label}_sys"] = sum(system for _, system in times)
     processes["postgres"] = _postgres_seconds()
     return CpuSnapshot(time.perf_counter(), _busy_ticks(), processes)
 
@@ -71,7 +92,7 @@ def usage(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
     return result
 
 
-async def during(pids: Mapping[str, int], start: float, end: float) -> dict[str, float]:
+async def during(pids: Mapping[str, Sequence[int]], start: float, end: float) -> dict[str, float]:
     """CPU use between two ``time.perf_counter()`` instants (run beside the load)."""
     await asyncio.sleep(max(0.0, start - time.perf_counter()))
     before = snapshot(pids)

@@ -34,7 +34,7 @@ def count_batch(status: int, payload: bytes) -> int:
 class Target:
     """Where and what to post, and how to count what the answer accepted."""
 
-    url: str
+    urls: list[str]  # one per server process; clients spread over them
     key: str
     bodies: list[bytes]
     count: Counter
@@ -51,10 +51,12 @@ def session(limit: int) -> aiohttp.ClientSession:
     )
 
 
-async def _post(http: aiohttp.ClientSession, target: Target, body: bytes) -> tuple[int, str | None]:
+async def _post(
+    http: aiohttp.ClientSession, url: str, target: Target, body: bytes
+) -> tuple[int, str | None]:
     """Send one request; (accepted emails, error label or None)."""
     try:
-        async with http.post(target.url, data=body, headers=target.headers) as response:
+        async with http.post(url, data=body, headers=target.headers) as response:
             payload = await response.read()
             accepted = target.count(response.status, payload)
             error = None if accepted else f"HTTP {response.status}"
@@ -73,14 +75,15 @@ async def closed_loop(target: Target, concurrency: int, window: Window) -> Recor
     bodies = itertools.cycle(target.bodies)
     window_start, window_end = window
 
-    async def client(http: aiohttp.ClientSession) -> None:
+    async def client(http: aiohttp.ClientSession, url: str) -> None:
         while (start := time.perf_counter()) < window_end:
-            accepted, error = await _post(http, target, next(bodies))
+            accepted, error = await _post(http, url, target, next(bodies))
             if start >= window_start:
                 recorder.add(start, time.perf_counter(), accepted, error)
 
     async with session(concurrency) as http:
-        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+        urls = target.urls
+        await asyncio.gather(*(client(http, urls[i % len(urls)]) for i in range(concurrency)))
     return recorder
 
 
@@ -98,14 +101,14 @@ async def open_loop(
     send time, so a stalled server (or generator) shows up in the figures instead of silently
     slowing the schedule down (no coordinated omission)."""
     recorder = Recorder()
-    bodies = itertools.cycle(target.bodies)
     window_start, window_end = window
     begin = time.perf_counter()
     total = int((window_end - begin) * rate)
     max_lag = 0.0
 
-    async def one(http: aiohttp.ClientSession, scheduled: float, body: bytes) -> None:
-        accepted, error = await _post(http, target, body)
+    async def one(http: aiohttp.ClientSession, scheduled: float, index: int) -> None:
+        url = target.urls[index % len(target.urls)]
+        accepted, error = await _post(http, url, target, target.bodies[index % len(target.bodies)])
         if scheduled >= window_start:
             recorder.add(scheduled, time.perf_counter(), accepted, error)
 
@@ -118,7 +121,7 @@ async def open_loop(
                 await asyncio.sleep(delay)
             if scheduled >= window_start:
                 max_lag = max(max_lag, time.perf_counter() - scheduled)
-            tasks.append(asyncio.create_task(one(http, scheduled, next(bodies))))
+            tasks.append(asyncio.create_task(one(http, scheduled, index)))
         await asyncio.gather(*tasks)
     scheduled_in_window = sum(1 for i in range(total) if begin + i / rate >= window_start)
     return OpenLoopResult(recorder, scheduled_in_window, max_lag * 1000)

@@ -11,19 +11,19 @@ POOL_SIZE = 1024
 BATCH_POOL_SIZE = 32
 
 _HTML = (
-    "<!doctype html><html><body style=\"font-family: sans-serif; color: #222\">"
+    '<!doctype html><html><body style="font-family: sans-serif; color: #222">'
     "<h1>Thanks for your order, {name}!</h1>"
     "<p>We received your payment for order <strong>#{number}</strong>. Your receipt is below; "
     "keep it for your records. If anything looks wrong, reply to this email and a person on our "
     "support team will get back to you within one business day.</p>"
-    "<table cellpadding=\"4\" style=\"border-collapse: collapse\">"
+    '<table cellpadding="4" style="border-collapse: collapse">'
     "<tr><td>Plan</td><td>Team, monthly</td></tr>"
     "<tr><td>Seats</td><td>12</td></tr>"
     "<tr><td>Amount</td><td>$144.00</td></tr>"
     "<tr><td>Paid with</td><td>Visa ending in 4242</td></tr></table>"
-    "<p><a href=\"https://acme.test/billing/receipts/{number}\">View the receipt online</a> or "
-    "<a href=\"https://acme.test/account\">manage your account</a>.</p>"
-    "<p style=\"font-size: 12px; color: #888\">Acme Inc., 1 Example Street, Springfield. You get "
+    '<p><a href="https://acme.test/billing/receipts/{number}">View the receipt online</a> or '
+    '<a href="https://acme.test/account">manage your account</a>.</p>'
+    '<p style="font-size: 12px; color: #888">Acme Inc., 1 Example Street, Springfield. You get '
     "this email because you have an Acme account; receipts cannot be turned off.</p>"
     "</body></html>"
 )
@@ -48,6 +48,4 @@ def single_bodies(count: int = POOL_SIZE) -> list[bytes]:
 
 def batch_bodies(size: int, count: int = BATCH_POOL_SIZE) -> list[bytes]:
     """Encoded ``POST /emails/batch`` bodies of ``size`` emails each."""
-    return [
-        orjson.dumps([email(b * size + i) for i in range(size)]) for b in range(count)
-    ]
+    return [orjson.dumps([email(b * size + i) for i in range(size)]) for b in range(count)]

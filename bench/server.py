@@ -12,15 +12,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
-PG_ADMIN_DSN = os.environ.get(
-    "POSTHASTE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+PG_ADMIN_DSN = os.environ.get("POSTHASTE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 SECRET_KEY = "posthaste-bench-secret-key-" + "b" * 32
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SERVE = ("-m", "posthaste.cli", "serve")
@@ -83,15 +81,20 @@ def free_port() -> int:
 
 @dataclass
 class Server:
-    process: subprocess.Popen[bytes]
-    url: str
+    """One or more ``posthaste serve`` processes on the same database (one port each)."""
+
+    processes: list[subprocess.Popen[bytes]]
+    urls: list[str]
     key: str
-    env: dict[str, str]
-    log: Path
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+
+def _pythonpath() -> str:
+    """The project root first, so ``-m bench.serve_uvloop`` imports from any directory."""
+    return os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def server_env(backend: Backend, port: int) -> dict[str, str]:
@@ -101,7 +104,7 @@ def server_env(backend: Backend, port: int) -> dict[str, str]:
         "POSTHASTE_DATA_DIR": str(backend.data_dir),
         "POSTHASTE_HTTP_PORT": str(port),
         "POSTHASTE_LOG_LEVEL": "warning",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": _pythonpath(),
     }
     if backend.server_database_url:
         env["POSTHASTE_DATABASE_URL"] = backend.server_database_url
@@ -148,23 +151,42 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-@contextlib.contextmanager
-def running(backend: Backend, command: Sequence[str] = SERVE) -> Iterator[Server]:
-    """``posthaste serve`` (API role) on a free port, with team ``bench`` (no rate limit) and
-    a test key; stopped with SIGTERM on exit. ``command`` follows the Python interpreter."""
-    backend.data_dir.mkdir(parents=True, exist_ok=True)
+def _start(
+    backend: Backend, command: Sequence[str], extra_env: Mapping[str, str], index: int
+) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
     port = free_port()
-    env = server_env(backend, port)
-    url = f"http://127.0.0.1:{port}"
-    log = backend.workdir / "server.log"
+    env = {**server_env(backend, port), **extra_env}
+    log = backend.workdir / f"server-{index}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, *command], env=env, cwd=backend.workdir, stdout=out, stderr=out
         )
+    url = f"http://127.0.0.1:{port}"
+    _wait_ready(url, process, log)
+    return process, url, env
+
+
+@contextlib.contextmanager
+def running(
+    backend: Backend,
+    command: Sequence[str] = SERVE,
+    extra_env: Mapping[str, str] | None = None,
+    processes: int = 1,
+) -> Iterator[Server]:
+    """``processes`` x ``posthaste serve`` (API role), each on a free port, sharing team
+    ``bench`` (no rate limit) and a test key; stopped with SIGTERM on exit. ``command``
+    follows the Python interpreter."""
+    backend.data_dir.mkdir(parents=True, exist_ok=True)
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        _wait_ready(url, process, log)
+        urls = []
+        for index in range(processes):
+            process, url, env = _start(backend, command, extra_env or {}, index)
+            started.append(process)
+            urls.append(url)
         _cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", "0")
         key = _cli(env, backend.workdir, "keys", "create", "--team", "bench", "--mode", "test")
-        yield Server(process, url, key, env, log)
+        yield Server(started, urls, key)
     finally:
-        _stop(process)
+        for process in started:
+            _stop(process)

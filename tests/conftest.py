@@ -26,6 +26,7 @@ from posthaste.config import Settings
 from posthaste.core.models import KeyMode, Permission, Team
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.storage.tables import metadata
+from tests.dns_server import ZoneServer, running_zone
 
 PG_ADMIN_DSN = os.environ.get("POSTHASTE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 SECRET = "test-secret-key-" + "x" * 32
@@ -137,3 +138,9 @@ async def client(services: Services) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_app(services))
     async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:
         yield http
+
+
+@pytest.fixture
+def zone() -> Iterator[ZoneServer]:
+    """A real DNS server on loopback; pass ``zone.nameservers`` as ``dns_nameservers``."""
+    yield from running_zone()

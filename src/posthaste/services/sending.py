@@ -29,6 +29,7 @@ from posthaste.errors import (
     ValidationError,
 )
 from posthaste.storage import emails as emails_repo
+from posthaste.storage import events as events_repo
 from posthaste.storage import idempotency as idempotency_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import limits as limits_repo
@@ -258,6 +259,7 @@ def _build_email(
 async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
     rows: dict[str, list[dict[str, Any]]] = {}
     job_rows: list[dict[str, Any]] = []
+    first_events: list[Event] = []
     for item in accepted:
         email, request = item.email, item.request
         _add(rows, "emails", [emails_repo.email_row(email, request.from_.lookup_key)])
@@ -272,13 +274,13 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
         )
         _add(rows, "blobs", blob_rows)
         _add(rows, "attachments", info_rows)
-        event = Event(
-            new_id(), email.team_id, email.last_event, email.id, now, email_event_data(email)
+        first_events.append(
+            Event(new_id(), email.team_id, email.last_event, email.id, now, email_event_data(email))
         )
-        _add(rows, "events", [emails_repo.event_row(event)])
         due = email.scheduled_at if email.scheduled_at is not None else now
         job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
     await emails_repo.insert_many(tx, rows)
+    await events_repo.insert_events(tx, first_events)
     await jobs_repo.enqueue_many(tx, job_rows)
 
 

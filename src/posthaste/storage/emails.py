@@ -12,6 +12,7 @@ from posthaste.core.cursors import Position
 from posthaste.core.ids import new_id
 from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
+from posthaste.storage import events as events_repo
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import (
     attachments,
@@ -137,17 +138,6 @@ def tag_rows(email: Email) -> list[dict[str, Any]]:
     ]
 
 
-def event_row(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "team_id": event.team_id,
-        "type": event.type,
-        "email_id": event.email_id,
-        "created_at": event.created_at,
-        "data": event.data,
-    }
-
-
 def attachment_rows(
     email: Email, items: Sequence[NewAttachment]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -182,7 +172,7 @@ def attachment_rows(
 
 async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Insert prepared rows of several emails at once, parents first (one statement per table)."""
-    for table in (emails, email_recipients, email_tags, blobs, attachments, events):
+    for table in (emails, email_recipients, email_tags, blobs, attachments):
         table_rows = rows.get(table.name)
         if table_rows:
             await tx.conn.execute(table.insert(), table_rows)
@@ -359,7 +349,7 @@ async def record_event(
     if event_type == "email.sent":
         values["sent_at"] = now
     await tx.conn.execute(update(emails).where(emails.c.id == email.id).values(**values))
-    await tx.conn.execute(events.insert().values(**event_row(event)))
+    await events_repo.insert_events(tx, [event])
     return new_status, event
 
 

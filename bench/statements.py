@@ -1,0 +1,89 @@
+"""``python -m bench.statements``: what one ``POST /emails`` (and one batch) asks of the database.
+
+Runs the app in-process (httpx's ASGI transport, no network) and lists every statement,
+transaction boundary and pool checkout that one request causes, per backend. Each line is at
+least one round trip: to PostgreSQL over the socket, or to the aiosqlite connection thread
+(SQLAlchemy's aiosqlite adapter makes 3-4 thread round trips per statement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import event
+
+from bench import payload, server
+from posthaste.api.app import create_app
+from posthaste.bootstrap import build_services, migrate
+from posthaste.config import Settings
+from posthaste.core.models import KeyMode
+
+
+def _listen(engine: Any, log: list[str]) -> None:
+    def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        log.append(" ".join(sql.split())[:90])
+
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(engine, "commit", lambda _conn: log.append("COMMIT"))
+    event.listen(engine, "rollback", lambda _conn: log.append("ROLLBACK"))
+    event.listen(engine.pool, "checkout", lambda *_: log.append("(pool checkout)"))
+
+
+async def trace(settings: Settings) -> dict[str, list[str]]:
+    await migrate(settings)
+    services = build_services(settings)
+    try:
+        team = await services.teams.create_team("bench", 0, 0)
+        key = await services.teams.create_key(team.id, "bench", KeyMode.TEST)
+        log: list[str] = []
+        _listen(services.db.engine.sync_engine, log)
+        headers = {"Authorization": f"Bearer {key.token}", "Content-Type": "application/json"}
+        transport = httpx.ASGITransport(app=create_app(services))
+        traces: dict[str, list[str]] = {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            for name, path, body in (
+                ("POST /emails", "/emails", payload.single_bodies(2)[1]),
+                ("POST /emails/batch x100", "/emails/batch", payload.batch_bodies(100, 2)[1]),
+            ):
+                await client.post(path, content=body, headers=headers)  # warm caches
+                log.clear()
+                answer = await client.post(path, content=body, headers=headers)
+                answer.raise_for_status()
+                traces[name] = list(log)
+        return traces
+    finally:
+        await services.close()
+
+
+def _settings(backend: server.Backend) -> Settings:
+    if backend.server_database_url:
+        return Settings(database_url=backend.server_database_url, data_dir=backend.data_dir)
+    return Settings(data_dir=backend.data_dir)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.statements", description=__doc__)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    args = parser.parse_args()
+    names = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    for name in names:
+        with (
+            tempfile.TemporaryDirectory(prefix="posthaste-statements-") as tmp,
+            server.prepared(name, Path(tmp)) as backend,
+        ):
+            traces = asyncio.run(trace(_settings(backend)))
+        for request, lines in traces.items():
+            kinds = Counter(line.split()[0] for line in lines)
+            print(f"\n## {name}: {request} ({len(lines)} steps: {dict(kinds)})")
+            print("\n".join(f"  {line}" for line in lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

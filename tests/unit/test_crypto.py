@@ -1,0 +1,61 @@
+"""Secrets at rest and signed tokens."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posthaste.core.crypto import DecryptionError, SecretBox, TokenSigner
+
+KEY = "k" * 48
+
+
+@given(st.binary(max_size=4096))
+def test_a_secret_decrypts_to_itself(plaintext: bytes) -> None:
+    box = SecretBox(KEY, "dkim-key")
+    stored = box.encrypt(plaintext)
+    assert stored.startswith("v1.")
+    assert box.decrypt(stored) == plaintext
+
+
+def test_ciphertexts_differ_and_hide_the_plaintext() -> None:
+    box = SecretBox(KEY, "dkim-key")
+    first, second = box.encrypt(b"private key"), box.encrypt(b"private key")
+    assert first != second
+    assert "private" not in first
+
+
+@pytest.mark.parametrize(
+    ("secret_key", "purpose"), [("other" * 10, "dkim-key"), (KEY, "webhook-secret")]
+)
+def test_another_key_or_purpose_cannot_decrypt(secret_key: str, purpose: str) -> None:
+    stored = SecretBox(KEY, "dkim-key").encrypt(b"secret")
+    with pytest.raises(DecryptionError):
+        SecretBox(secret_key, purpose).decrypt(stored)
+
+
+@pytest.mark.parametrize("stored", ["", "v1.", "v2.abcd", "v1.!!!!", "v1.AAAA"])
+def test_damaged_secrets_raise_decryption_error(stored: str) -> None:
+    with pytest.raises(DecryptionError):
+        SecretBox(KEY, "dkim-key").decrypt(stored)
+
+
+@given(st.binary(max_size=64))
+def test_a_signed_token_verifies_to_its_payload(payload: bytes) -> None:
+    signer = TokenSigner(KEY, "verp")
+    assert signer.verify(signer.sign(payload)) == payload
+
+
+def test_tampered_or_foreign_tokens_do_not_verify() -> None:
+    token = TokenSigner(KEY, "verp").sign(b"email-id")
+    body, mac = token.split(".")
+    assert TokenSigner(KEY, "unsubscribe").verify(token) is None
+    assert TokenSigner("x" * 48, "verp").verify(token) is None
+    assert TokenSigner(KEY, "verp").verify(body + "." + mac[::-1]) is None
+    assert TokenSigner(KEY, "verp").verify("b3RoZXI." + mac) is None  # another payload
+
+
+@given(st.text(max_size=80))
+def test_junk_never_raises(junk: str) -> None:
+    assert TokenSigner(KEY, "verp").verify(junk) is None
