@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.config import Settings
+from posthaste.core.dkim import NoSigningKeys, SigningKeys
+from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
+from posthaste.services.attempts import AttemptQueries
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
 from posthaste.services.emails import EmailChanges, EmailQueries
@@ -43,6 +46,7 @@ class Services:
     streams: StreamService
     suppressions: SuppressionService
     delivery: DeliveryService
+    attempts: AttemptQueries
     workers: list[Worker] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
@@ -58,6 +62,7 @@ class Services:
     async def close(self) -> None:
         for worker in self.workers:
             worker.stop()
+        await self.transports.close()
         await self.db.close()
 
 
@@ -66,13 +71,15 @@ def build_services(
     *,
     content: ContentResolver | None = None,
     senders: SenderPolicy | None = None,
+    signing_keys: SigningKeys | None = None,
+    transports: TransportRegistry | None = None,
 ) -> Services:
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
     if not settings.is_postgres:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
-    transports = build_transports(settings)
+    transports = transports or build_transports(settings)
     return Services(
         settings=settings,
         db=db,
@@ -89,7 +96,14 @@ def build_services(
         rate_limiter=RateLimiter(db),
         streams=StreamService(db),
         suppressions=SuppressionService(db),
-        delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+        delivery=DeliveryService(
+            db,
+            transports,
+            settings.delivery_retry_schedule,
+            verp_signer(settings.secret_key),
+            signing_keys or NoSigningKeys(),
+        ),
+        attempts=AttemptQueries(db),
     )
 
 

@@ -1,42 +1,45 @@
 """Outbound transports: how a built message leaves the service.
 
-Each transport takes the envelope and the exact bytes and answers one ``RecipientReply`` per
-recipient. ``capture`` keeps mail on this machine (the raw message is already stored with the
-email) and reports it delivered; the ``smtp://`` and ``mx`` transports arrive with real delivery.
+Each transport takes the envelope and the exact bytes and answers a ``DeliveryReport``: one
+``RecipientReply`` per recipient and a ``SessionLog`` (with the SMTP transcript) per server it
+spoke to. ``capture`` keeps mail on this machine (the raw message is already stored with the
+email) and reports it delivered; ``smtp://`` hands everything to one relay; ``mx`` goes to each
+recipient domain's MX hosts (``smtp_transports``). Test mode always uses ``capture``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Protocol
 
+from posthaste.adapters.dns import Resolver
+from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply, SessionLog
+from posthaste.adapters.smtp_client import (
+    ClientOptions,
+    ConnectionPool,
+    TlsContextFactory,
+    default_tls_context,
+)
+from posthaste.adapters.smtp_transports import MxTransport, SmarthostTransport
 from posthaste.config import DeliveryTarget, Settings
-from posthaste.errors import ConfigError
+from posthaste.core.ids import now_ms
 
-
-@dataclass(frozen=True)
-class Envelope:
-    mail_from: str
-    recipients: Sequence[str]
-    message_id: str
-    smtputf8: bool = False
-
-
-@dataclass(frozen=True)
-class RecipientReply:
-    recipient: str
-    code: int
-    text: str
-    # True when the reply is the final destination's (a 250 means delivered, not just relayed).
-    final: bool
-    provider_message_id: str | None = None
+__all__ = [
+    "CaptureTransport",
+    "DeliveryReport",
+    "Envelope",
+    "RecipientReply",
+    "SessionLog",
+    "Transport",
+    "TransportRegistry",
+    "build_transports",
+]
 
 
 class Transport(Protocol):
     name: str
 
-    async def send(self, envelope: Envelope, raw: bytes) -> list[RecipientReply]: ...
+    async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport: ...
 
 
 class CaptureTransport:
@@ -44,38 +47,68 @@ class CaptureTransport:
 
     name = "capture"
 
-    async def send(self, envelope: Envelope, raw: bytes) -> list[RecipientReply]:
-        return [
+    async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
+        replies = [
             RecipientReply(r, 250, "2.0.0 OK captured", True, envelope.message_id)
             for r in envelope.recipients
         ]
+        log = SessionLog(self.name, None, list(envelope.recipients), now_ms(), 0, [])
+        return DeliveryReport(replies, [log])
 
 
 class TransportRegistry:
     """The transport per region, and the capture transport that test mode always uses."""
 
-    def __init__(self, by_region: Mapping[str, Transport], capture: Transport) -> None:
+    def __init__(
+        self,
+        by_region: Mapping[str, Transport],
+        capture: Transport,
+        pool: ConnectionPool | None = None,
+    ) -> None:
         self.by_region = dict(by_region)
         self.capture = capture
+        self.pool = pool
 
     def for_email(self, region: str, test_mode: bool) -> Transport:
         if test_mode:
             return self.capture
         return self.by_region.get(region, self.capture)
 
+    async def close(self) -> None:
+        """Close the idle pooled SMTP connections."""
+        if self.pool is not None:
+            await self.pool.close()
 
-def build_transports(settings: Settings) -> TransportRegistry:
+
+def build_transports(
+    settings: Settings,
+    *,
+    tls_context: TlsContextFactory = default_tls_context,
+    mx_port: int = 25,
+    per_destination: int = 8,
+) -> TransportRegistry:
+    """``tls_context`` and ``mx_port`` let tests trust their sink's certificate and port."""
     capture = CaptureTransport()
+    pool = ConnectionPool(per_destination)
+    resolver = Resolver(settings.dns_nameservers)
     by_region: dict[str, Transport] = {}
     for region in settings.regions:
-        by_region[region] = _transport_for(settings.delivery_for(region), capture)
-    return TransportRegistry(by_region, capture)
+        options = ClientOptions(settings.mx_host_for(region), tls_context=tls_context)
+        target = settings.delivery_for(region)
+        by_region[region] = _transport_for(target, capture, options, pool, resolver, mx_port)
+    return TransportRegistry(by_region, capture, pool)
 
 
-def _transport_for(target: DeliveryTarget, capture: Transport) -> Transport:
-    if target.kind == "capture":
-        return capture
-    raise ConfigError(
-        f"POSTHASTE_DELIVERY: the {target.kind!r} transport is not available in this version; "
-        "use 'capture'"
-    )
+def _transport_for(
+    target: DeliveryTarget,
+    capture: Transport,
+    options: ClientOptions,
+    pool: ConnectionPool,
+    resolver: Resolver,
+    mx_port: int,
+) -> Transport:
+    if target.kind == "smtp":
+        return SmarthostTransport(target, options, pool)
+    if target.kind == "mx":
+        return MxTransport(resolver, options, pool, mx_port)
+    return capture

@@ -73,9 +73,12 @@ class TokenSigner:
         self._key = derive_key(secret_key, f"posthaste/token/{purpose}")
         self._mac_bytes = mac_bytes
 
+    def digest(self, payload: bytes) -> bytes:
+        """The truncated MAC of ``payload``, raw: for tokens in another alphabet (VERP)."""
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[: self._mac_bytes]
+
     def _mac(self, payload: bytes) -> str:
-        digest = hmac.new(self._key, payload, hashlib.sha256).digest()
-        return _b64(digest[: self._mac_bytes])
+        return _b64(self.digest(payload))
 
     def sign(self, payload: bytes) -> str:
         return f"{_b64(payload)}.{self._mac(payload)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.ids import format_ms
 from posthaste.core.models import AttachmentInfo, Email, Event, Stream, Suppression
 
@@ -90,4 +91,19 @@ def suppression_record(item: Suppression) -> dict[str, Any]:
         "origin": item.origin,
         "source_email_id": item.source_email_id,
         "created_at": format_ms(item.created_at),
+    }
+
+
+def attempt_record(item: DeliveryAttempt) -> dict[str, Any]:
+    return {
+        "object": "delivery_attempt",
+        "id": item.id,
+        "attempt": item.attempt,
+        "attempted_at": format_ms(item.attempted_at),
+        "transport": item.transport,
+        "host": item.host,
+        "recipients": item.recipients,
+        "replies": item.replies,
+        "transcript": item.transcript,
+        "duration_ms": item.duration_ms,
     }

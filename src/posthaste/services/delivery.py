@@ -22,16 +22,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posthaste.adapters.transports import Envelope, RecipientReply, TransportRegistry
-from posthaste.core.delivery import Outcome, aggregate_status, classify_reply
-from posthaste.core.ids import ms_to_datetime, now_ms
+from posthaste.adapters.transports import (
+    DeliveryReport,
+    Envelope,
+    RecipientReply,
+    SessionLog,
+    TransportRegistry,
+)
+from posthaste.core.addresses import parse_address
+from posthaste.core.crypto import TokenSigner
+from posthaste.core.delivery import (
+    DeliveryAttempt,
+    Outcome,
+    Verdict,
+    aggregate_status,
+    classify_smtp_reply,
+)
+from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
+from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import MimeAttachment, OutgoingMessage, build_message
-from posthaste.core.models import Email, Job, KeyMode
+from posthaste.core.models import Email, Job, KeyMode, Suppression
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import SimKind, simulated_reply, simulator_kind
 from posthaste.core.status import EmailStatus
+from posthaste.core.verp import verp_address
+from posthaste.storage import attempts as attempts_repo
 from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
 
 log = logging.getLogger(__name__)
@@ -50,19 +68,30 @@ class Attempt:
 
 class DeliveryService:
     def __init__(
-        self, db: Database, transports: TransportRegistry, retry_schedule: Sequence[float]
+        self,
+        db: Database,
+        transports: TransportRegistry,
+        retry_schedule: Sequence[float],
+        verp: TokenSigner,
+        signing_keys: SigningKeys | None = None,
     ) -> None:
         self.db = db
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
+        self.verp = verp
+        self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
 
     async def deliver(self, job: Job) -> None:
         attempt = await self._start(job)
         if attempt is None:
             return
-        raw, built = await self._message(attempt.email)
-        replies = await self._send(attempt, raw)
-        await self._finish(job, attempt, replies, raw if built else None)
+        try:
+            raw, built = await self._message(attempt.email)
+        except DkimError as exc:
+            await self._fail_unsendable(job, f"DKIM signing failed: {exc}")
+            return
+        report = await self._send(attempt, raw)
+        await self._finish(job, attempt, report, raw if built else None)
 
     async def _start(self, job: Job) -> Attempt | None:
         now = now_ms()
@@ -96,8 +125,19 @@ class DeliveryService:
         await repo.record_event(tx, email, "email.failed", data, now)
         await jobs_repo.finish(tx, job)
 
+    async def _fail_unsendable(self, job: Job, reason: str) -> None:
+        async with self.db.transaction() as tx:
+            email = await repo.get_email_any_team(tx, job.ref, for_update=True)
+            if email is not None and email.status is EmailStatus.SENDING:
+                await self._fail(tx, email, job, reason, now_ms())
+            else:
+                await jobs_repo.finish(tx, job)
+
     async def _message(self, email: Email) -> tuple[bytes, bool]:
-        """The exact bytes to send: stored ones on a retry, else freshly built (True)."""
+        """The exact bytes to send: stored ones on a retry, else freshly built and signed (True).
+
+        The signed bytes are stored with the email, so a retry sends (and ``/raw`` shows)
+        exactly what was sent the first time, signature included."""
         async with self.db.read() as tx:
             if email.raw_blob_id is not None:
                 stored = await repo.read_blob(tx, email.team_id, email.raw_blob_id)
@@ -110,33 +150,28 @@ class DeliveryService:
                     MimeAttachment(info.filename, info.content_type, content, info.content_id)
                 )
         message = _outgoing(email, attachments)
+        key = await self.signing_keys.signing_key(email.team_id, _sender_domain(email))
         if sum(len(a.content) for a in attachments) > OFFLOAD_BUILD_BYTES:
-            return await asyncio.to_thread(build_message, message), True
-        return build_message(message), True
+            return await asyncio.to_thread(_build_and_sign, message, key), True
+        return _build_and_sign(message, key), True
 
-    async def _send(self, attempt: Attempt, raw: bytes) -> list[RecipientReply]:
+    async def _send(self, attempt: Attempt, raw: bytes) -> DeliveryReport:
         email = attempt.email
-        replies: list[RecipientReply] = []
-        real: list[str] = []
-        for recipient in attempt.waiting:
-            kind = simulator_kind(recipient)
-            if kind is None:
-                real.append(recipient)
-                continue
-            sim = simulated_reply(kind, attempt.number)
-            replies.append(RecipientReply(recipient, sim.code, sim.text, True, email.message_id))
-        if real:
-            transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
-            envelope = Envelope(
-                _return_path(email), real, email.message_id, any(not r.isascii() for r in real)
-            )
-            replies.extend(await transport.send(envelope, raw))
-        return replies
+        real = [r for r in attempt.waiting if simulator_kind(r) is None]
+        simulated = _simulate([r for r in attempt.waiting if r not in real], attempt.number, email)
+        if not real:
+            return simulated
+        transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
+        return_path = verp_address(self.verp, email.id, _sender_domain(email))
+        envelope = Envelope(return_path, real, email.message_id, _needs_smtputf8(raw, real))
+        sent = await transport.send(envelope, raw)
+        return DeliveryReport(simulated.replies + sent.replies, simulated.sessions + sent.sessions)
 
     async def _finish(
-        self, job: Job, attempt: Attempt, replies: list[RecipientReply], new_raw: bytes | None
+        self, job: Job, attempt: Attempt, report: DeliveryReport, new_raw: bytes | None
     ) -> None:
         now = now_ms()
+        replies = report.replies
         async with self.db.transaction() as tx:
             email = await repo.get_email_any_team(tx, job.ref, for_update=True)
             if email is None or email.status not in (EmailStatus.SENDING, EmailStatus.SENT):
@@ -144,15 +179,46 @@ class DeliveryService:
                 return
             if new_raw is not None:
                 await repo.store_raw(tx, email, new_raw, now)
-            final_retry = attempt.number > len(self.retry_schedule)
-            outcomes = {r.recipient: classify_reply(r.code, r.final, final_retry) for r in replies}
+            verdicts = self._verdicts(attempt, replies)
+            await attempts_repo.insert_attempts(tx, _attempt_rows(attempt, report, verdicts))
+            await self._suppress(tx, email, replies, verdicts, now)
+            outcomes = {recipient: v.outcome for recipient, v in verdicts.items()}
             email = await self._mark_sent(tx, email, replies, now)
-            email = await self._record_outcomes(tx, email, replies, outcomes, now)
+            email = await self._record_outcomes(tx, email, replies, verdicts, now)
             if any(o is Outcome.DEFERRED for o in outcomes.values()):
                 delay = self._retry_delay(attempt.number)
                 await jobs_repo.retry_at(tx, job, now + delay)
             else:
                 await jobs_repo.finish(tx, job)
+
+    def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:
+        last_attempt = attempt.number > len(self.retry_schedule)
+        return {
+            r.recipient: classify_smtp_reply(
+                r.code,
+                r.text,
+                final_hop=r.final,
+                last_attempt=last_attempt,
+                simulated=simulator_kind(r.recipient) is not None,
+            )
+            for r in replies
+        }
+
+    async def _suppress(
+        self,
+        tx: Tx,
+        email: Email,
+        replies: list[RecipientReply],
+        verdicts: dict[str, Verdict],
+        now: int,
+    ) -> None:
+        """A recipient error suppresses the address for the team (origin ``bounce``)."""
+        for reply in replies:
+            if verdicts[reply.recipient].suppress:
+                item = Suppression(
+                    new_id(), email.team_id, reply.recipient, "bounce", email.id, now
+                )
+                await suppressions_repo.add(tx, item)
 
     async def _mark_sent(
         self, tx: Tx, email: Email, replies: list[RecipientReply], now: int
@@ -170,9 +236,10 @@ class DeliveryService:
         tx: Tx,
         email: Email,
         replies: list[RecipientReply],
-        outcomes: dict[str, Outcome],
+        verdicts: dict[str, Verdict],
         now: int,
     ) -> Email:
+        outcomes = {recipient: v.outcome for recipient, v in verdicts.items()}
         known = await repo.recipient_outcomes(tx, email.id)
         known.update(outcomes)
         for outcome in (Outcome.DEFERRED, Outcome.BOUNCED, Outcome.ACCEPTED, Outcome.DELIVERED):
@@ -188,7 +255,7 @@ class DeliveryService:
         for index, reply in enumerate(ordered):
             last = index == len(ordered) - 1
             email = await self._record_reply(
-                tx, email, reply, outcomes[reply.recipient], target if last else None, now
+                tx, email, reply, verdicts[reply.recipient], target if last else None, now
             )
         for reply in replies:
             complains = simulator_kind(reply.recipient) is SimKind.COMPLAINED
@@ -203,11 +270,11 @@ class DeliveryService:
         tx: Tx,
         email: Email,
         reply: RecipientReply,
-        outcome: Outcome,
+        verdict: Verdict,
         target: EmailStatus | None,
         now: int,
     ) -> Email:
-        event_type, extra = _event_for(reply, outcome)
+        event_type, extra = _event_for(reply, verdict)
         if event_type is None:
             if target is not None and target is not email.status:
                 await repo.record_event(
@@ -235,19 +302,71 @@ _EVENT_ORDER = {
 }
 
 
-def _event_for(reply: RecipientReply, outcome: Outcome) -> tuple[str | None, dict[str, Any]]:
+def _event_for(reply: RecipientReply, verdict: Verdict) -> tuple[str | None, dict[str, Any]]:
     diagnostic = f"{reply.code} {reply.text}"
-    if outcome is Outcome.DELIVERED:
+    if verdict.outcome is Outcome.DELIVERED:
         return "email.delivered", {}
-    if outcome is Outcome.DEFERRED:
+    if verdict.outcome is Outcome.DEFERRED:
         return "email.delivery_delayed", {"delay": {"diagnostic": diagnostic}}
-    if outcome is Outcome.BOUNCED:
-        bounce_type = "Permanent" if reply.code >= 500 else "Transient"
-        subtype = "General" if reply.code >= 500 else "Deferred"
-        return "email.bounced", {
-            "bounce": {"type": bounce_type, "subtype": subtype, "diagnostic": diagnostic}
+    if verdict.outcome is Outcome.BOUNCED:
+        bounce = {
+            "type": verdict.bounce_type,
+            "subtype": verdict.bounce_subtype,
+            "diagnostic": diagnostic,
         }
+        return "email.bounced", {"bounce": bounce}
     return None, {}
+
+
+def _simulate(recipients: list[str], attempt: int, email: Email) -> DeliveryReport:
+    """The simulator's answers, logged like a session so ``/attempts`` shows them too."""
+    replies: list[RecipientReply] = []
+    transcript: list[dict[str, Any]] = []
+    for recipient in recipients:
+        kind = simulator_kind(recipient)
+        assert kind is not None
+        sim = simulated_reply(kind, attempt)
+        replies.append(RecipientReply(recipient, sim.code, sim.text, True, email.message_id))
+        transcript.append({"elapsed_ms": 0, "command": f"RCPT TO:<{recipient}>"})
+        transcript.append({"elapsed_ms": 0, "reply": f"{sim.code} {sim.text}"})
+    if not recipients:
+        return DeliveryReport([], [])
+    log = SessionLog("simulator", None, recipients, now_ms(), 0, transcript)
+    return DeliveryReport(replies, [log])
+
+
+def _attempt_rows(
+    attempt: Attempt, report: DeliveryReport, verdicts: dict[str, Verdict]
+) -> list[DeliveryAttempt]:
+    by_recipient = {r.recipient: r for r in report.replies}
+    rows = []
+    for log in report.sessions:
+        replies = [
+            {
+                "recipient": r,
+                "code": by_recipient[r].code,
+                "text": by_recipient[r].text,
+                "outcome": verdicts[r].outcome.value,
+            }
+            for r in log.recipients
+            if r in by_recipient
+        ]
+        rows.append(
+            DeliveryAttempt(
+                id=new_id(),
+                team_id=attempt.email.team_id,
+                email_id=attempt.email.id,
+                attempt=attempt.number,
+                attempted_at=log.started_at,
+                transport=log.transport,
+                host=log.host,
+                recipients=list(log.recipients),
+                replies=replies,
+                transcript=list(log.transcript),
+                duration_ms=log.duration_ms,
+            )
+        )
+    return rows
 
 
 async def _reload(tx: Tx, email_id: str) -> Email:
@@ -262,9 +381,16 @@ def _needs_smtputf8(raw: bytes, recipients: Sequence[str]) -> bool:
     return not header_block.isascii() or any(not r.isascii() for r in recipients)
 
 
-def _return_path(email: Email) -> str:
-    domain = email.message_id.rsplit("@", 1)[-1].rstrip(">")
-    return f"bounces@send.{domain}"
+def _sender_domain(email: Email) -> str:
+    """The A-label domain of the From address: the DKIM ``d=`` and the return path's parent."""
+    return parse_address(email.from_address, "from").domain.lower()
+
+
+def _build_and_sign(message: OutgoingMessage, key: DkimKey | None) -> bytes:
+    raw = build_message(message)
+    if key is None:
+        return raw
+    return sign_message(raw, key, now_ms() // 1000)
 
 
 def _outgoing(email: Email, attachments: list[MimeAttachment]) -> OutgoingMessage:

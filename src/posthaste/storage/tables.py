@@ -230,3 +230,23 @@ daily_usage = Table(
     Column("day", Integer, primary_key=True),
     Column("count", Integer, nullable=False),
 )
+
+# --- Delivery (issue 4): one row per SMTP session of a delivery attempt --------------------
+
+delivery_attempts = Table(
+    "delivery_attempts",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team_id", ID, nullable=False),
+    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("attempted_at", MS, nullable=False),
+    Column("transport", String(16), nullable=False),
+    Column("host", String(300), nullable=True),
+    Column("recipients", JSON, nullable=False),
+    Column("replies", JSON, nullable=False),
+    Column("transcript", JSON, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Index("ix_delivery_attempts_email", "email_id", "id"),
+    Index("ix_delivery_attempts_created", "attempted_at"),
+)

@@ -1,0 +1,307 @@
+"""One SMTP client session with aiosmtplib, written down as it happens.
+
+Every command and reply goes into a ``Transcript`` (with milliseconds since the attempt began)
+so each delivery attempt can be shown later; the message body and AUTH credentials never are.
+aiosmtplib's exceptions are translated here: a connection that cannot be used is
+``SmtpUnavailable`` (refused, timed out, dropped, a refusing greeting, TLS required but not
+offered), and a transaction answers one ``RecipientReply`` per recipient.
+
+``ConnectionPool`` keeps idle connections per destination for reuse and caps how many are open
+to one destination at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiosmtplib
+
+from posthaste.adapters.envelope import Envelope, RecipientReply
+
+TlsMode = Literal["starttls", "implicit", "none"]
+_QUEUED_AS = re.compile(r"queued as\s+<?([^\s>;]+)", re.IGNORECASE)
+IDLE_SECONDS = 30.0  # an idle connection older than this is closed rather than reused
+MAX_TRANSACTIONS = 200  # messages per connection before it is replaced
+
+
+class Transcript:
+    """The commands and replies of one attempt, with elapsed milliseconds."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self.lines: list[dict[str, Any]] = []
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._start) * 1000)
+
+    def _add(self, kind: str, text: str) -> None:
+        self.lines.append({"elapsed_ms": self.elapsed_ms(), kind: text})
+
+    def command(self, text: str) -> None:
+        self._add("command", text)
+
+    def reply(self, code: int, message: str) -> None:
+        self._add("reply", f"{code} {message}".strip())
+
+    def note(self, text: str) -> None:
+        self._add("note", text)
+
+
+class SmtpUnavailable(Exception):
+    """This destination cannot take mail now; ``code``/``text`` are the reply to report."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code} {text}")
+        self.code = code
+        self.text = text
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where to connect: ``host`` is shown in transcripts, ``address`` is dialled."""
+
+    host: str
+    port: int
+    tls: TlsMode = "starttls"
+    address: str | None = None
+    tls_required: bool = False
+    verify_tls: bool = True
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass
+class Connection:
+    client: aiosmtplib.SMTP
+    destination: Destination
+    transactions: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+TlsContextFactory = Callable[[bool], ssl.SSLContext]
+
+
+def default_tls_context(verify: bool) -> ssl.SSLContext:
+    """Verified for a smarthost; opportunistic (unverified, as MTAs do without DANE) for MX."""
+    context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    local_hostname: str
+    timeout: float = 30.0
+    tls_context: TlsContextFactory = default_tls_context
+
+
+async def open_connection(
+    dest: Destination, options: ClientOptions, transcript: Transcript
+) -> Connection:
+    """Connect, EHLO, STARTTLS when offered (or required) and AUTH when configured."""
+    context = options.tls_context(dest.verify_tls)
+    client = aiosmtplib.SMTP(
+        hostname=dest.address or dest.host,
+        port=dest.port,
+        local_hostname=options.local_hostname,
+        timeout=options.timeout,
+        use_tls=dest.tls == "implicit",
+        start_tls=False,
+        tls_context=context,
+        validate_certs=dest.verify_tls,
+    )
+    transcript.note(f"connecting to {dest.host}:{dest.port} ({dest.address or dest.host})")
+    try:
+        greeting = await client.connect()
+        transcript.reply(greeting.code, greeting.message)
+        await _handshake(client, dest, options, transcript)
+    except SmtpUnavailable:
+        client.close()
+        raise
+    except Exception as exc:
+        client.close()
+        raise _unavailable(exc, transcript) from exc
+    return Connection(client, dest)
+
+
+async def _handshake(
+    client: aiosmtplib.SMTP, dest: Destination, options: ClientOptions, transcript: Transcript
+) -> None:
+    await _ehlo(client, options, transcript)
+    if dest.tls == "starttls":
+        if client.supports_extension("starttls"):
+            transcript.command("STARTTLS")
+            reply = await client.starttls(tls_context=options.tls_context(dest.verify_tls))
+            transcript.reply(reply.code, reply.message)
+            await _ehlo(client, options, transcript)
+        elif dest.tls_required:
+            transcript.note("STARTTLS required but not offered")
+            raise SmtpUnavailable(421, "4.7.10 TLS is required but the server did not offer it")
+    if dest.username is not None and dest.password is not None:
+        transcript.command("AUTH (credentials hidden)")
+        reply = await client.login(dest.username, dest.password)
+        transcript.reply(reply.code, reply.message)
+
+
+async def _ehlo(client: aiosmtplib.SMTP, options: ClientOptions, transcript: Transcript) -> None:
+    transcript.command(f"EHLO {options.local_hostname}")
+    reply = await client.ehlo()
+    transcript.reply(reply.code, reply.message.splitlines()[0] if reply.message else "")
+
+
+def _unavailable(exc: BaseException, transcript: Transcript) -> SmtpUnavailable:
+    """A library or socket error as the reply a recipient gets: always temporary here."""
+    if isinstance(exc, aiosmtplib.SMTPResponseException):
+        transcript.reply(exc.code, exc.message)
+        code = exc.code if 400 <= exc.code < 600 else 421
+        return SmtpUnavailable(code, exc.message)
+    if isinstance(exc, aiosmtplib.SMTPTimeoutError | asyncio.TimeoutError | TimeoutError):
+        transcript.note(f"timed out: {exc}")
+        return SmtpUnavailable(451, "4.4.1 No answer from the server (timed out)")
+    transcript.note(f"connection failed: {exc}")
+    return SmtpUnavailable(451, f"4.4.1 Connection failed: {exc}")
+
+
+async def deliver(
+    conn: Connection, envelope: Envelope, raw: bytes, transcript: Transcript, final: bool
+) -> list[RecipientReply]:
+    """One mail transaction: MAIL, RCPT per recipient, DATA for the accepted ones.
+
+    Raises ``SmtpUnavailable`` when the connection fails before any recipient has an answer.
+    """
+    client = conn.client
+    conn.transactions += 1
+    smtputf8 = envelope.smtputf8
+    if smtputf8 and not client.supports_extension("smtputf8"):
+        transcript.note("the message needs SMTPUTF8, which the server does not offer")
+        text = "5.6.7 The recipient's server does not support SMTPUTF8"
+        return [RecipientReply(r, 550, text, final) for r in envelope.recipients]
+    try:
+        refused = await _mail_from(client, envelope, transcript, smtputf8)
+        if refused is not None:
+            return [RecipientReply(r, refused[0], refused[1], final) for r in envelope.recipients]
+        answers = await _rcpt_each(client, envelope.recipients, transcript)
+        accepted = [r for r, (code, _) in answers.items() if 200 <= code < 300]
+        if not accepted:
+            await _rset(client, transcript)
+            return [RecipientReply(r, c, t, final) for r, (c, t) in answers.items()]
+        code, text = await _data(client, raw, transcript)
+    except SmtpUnavailable:
+        raise
+    except Exception as exc:
+        raise _unavailable(exc, transcript) from exc
+    # PRODUCT §5: a relay's id from its reply; at the final destination, our own Message-ID.
+    provider_id = envelope.message_id if final else provider_message_id(text)
+    return [
+        RecipientReply(r, code, text, final, provider_id)
+        if r in accepted
+        else RecipientReply(r, c, t, final)
+        for r, (c, t) in answers.items()
+    ]
+
+
+async def _mail_from(
+    client: aiosmtplib.SMTP, envelope: Envelope, transcript: Transcript, smtputf8: bool
+) -> tuple[int, str] | None:
+    options = ["SMTPUTF8"] if smtputf8 else []
+    transcript.command(f"MAIL FROM:<{envelope.mail_from}>{' SMTPUTF8' if smtputf8 else ''}")
+    try:
+        reply = await client.mail(
+            envelope.mail_from, options=options, encoding="utf-8" if smtputf8 else "ascii"
+        )
+    except aiosmtplib.SMTPResponseException as exc:
+        transcript.reply(exc.code, exc.message)
+        await _rset(client, transcript)
+        return exc.code, exc.message
+    transcript.reply(reply.code, reply.message)
+    return None
+
+
+async def _rcpt_each(
+    client: aiosmtplib.SMTP, recipients: Sequence[str], transcript: Transcript
+) -> dict[str, tuple[int, str]]:
+    answers: dict[str, tuple[int, str]] = {}
+    for recipient in recipients:
+        transcript.command(f"RCPT TO:<{recipient}>")
+        encoding = "ascii" if recipient.isascii() else "utf-8"
+        try:
+            reply = await client.rcpt(recipient, encoding=encoding)
+        except aiosmtplib.SMTPResponseException as exc:
+            transcript.reply(exc.code, exc.message)
+            answers[recipient] = (exc.code, exc.message)
+            continue
+        transcript.reply(reply.code, reply.message)
+        answers[recipient] = (reply.code, reply.message)
+    return answers
+
+
+async def _data(client: aiosmtplib.SMTP, raw: bytes, transcript: Transcript) -> tuple[int, str]:
+    transcript.command(f"DATA ({len(raw)} bytes, not shown)")
+    try:
+        reply = await client.data(raw)
+    except aiosmtplib.SMTPResponseException as exc:
+        transcript.reply(exc.code, exc.message)
+        return exc.code, exc.message
+    transcript.reply(reply.code, reply.message)
+    return reply.code, reply.message
+
+
+async def _rset(client: aiosmtplib.SMTP, transcript: Transcript) -> None:
+    transcript.command("RSET")
+    with contextlib.suppress(aiosmtplib.SMTPException):
+        reply = await client.rset()
+        transcript.reply(reply.code, reply.message)
+
+
+def provider_message_id(reply_text: str) -> str:
+    """The id a relay gave the message: ``queued as X`` when it says so, else its reply text."""
+    found = _QUEUED_AS.search(reply_text)
+    return found.group(1) if found else reply_text.strip()
+
+
+class ConnectionPool:
+    """Idle connections per destination, and a cap on connections open to each at once."""
+
+    def __init__(self, per_destination: int = 8) -> None:
+        self.per_destination = per_destination
+        self._idle: dict[tuple[str, int], list[Connection]] = {}
+        self._caps: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        """Hold one of the destination's connection slots."""
+        cap = self._caps.setdefault(key, asyncio.Semaphore(self.per_destination))
+        async with cap:
+            yield
+
+    def take_idle(self, key: tuple[str, int]) -> Connection | None:
+        idle = self._idle.get(key, [])
+        while idle:
+            conn = idle.pop()
+            fresh = time.monotonic() - conn.idle_since < IDLE_SECONDS
+            if fresh and conn.client.is_connected:
+                return conn
+            conn.client.close()
+        return None
+
+    def give_back(self, key: tuple[str, int], conn: Connection) -> None:
+        if conn.transactions >= MAX_TRANSACTIONS or not conn.client.is_connected:
+            conn.client.close()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.setdefault(key, []).append(conn)
+
+    async def close(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.client.close()
+        self._idle.clear()

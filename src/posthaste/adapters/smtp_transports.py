@@ -1,0 +1,200 @@
+"""The SMTP transports: one smarthost (``smtp://``), or each recipient domain's MX (``mx``).
+
+Both speak through ``smtp_client`` and keep a pool of connections per destination. A server
+that cannot be reached, times out or drops the line is a temporary failure (a 4xx reply here),
+so the recipient is deferred and retried on the schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
+from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply, SessionLog
+from posthaste.adapters.smtp_client import (
+    ClientOptions,
+    ConnectionPool,
+    Destination,
+    SmtpUnavailable,
+    Transcript,
+    deliver,
+    open_connection,
+)
+from posthaste.config import DeliveryTarget
+from posthaste.core.ids import now_ms
+
+
+async def send_through(
+    pool: ConnectionPool,
+    options: ClientOptions,
+    dest: Destination,
+    envelope: Envelope,
+    raw: bytes,
+    transcript: Transcript,
+    *,
+    final: bool,
+) -> list[RecipientReply]:
+    """One transaction to ``dest``, on an idle pooled connection when one is still alive."""
+    key = (dest.address or dest.host, dest.port)
+    async with pool.slot(key):
+        conn = pool.take_idle(key)
+        if conn is not None:
+            transcript.note(f"reusing the connection to {dest.host}:{dest.port}")
+            try:
+                replies = await deliver(conn, envelope, raw, transcript, final)
+            except SmtpUnavailable:
+                conn.client.close()  # closed by the server while idle: dial again once
+            else:
+                pool.give_back(key, conn)
+                return replies
+        conn = await open_connection(dest, options, transcript)
+        try:
+            replies = await deliver(conn, envelope, raw, transcript, final)
+        except SmtpUnavailable:
+            conn.client.close()
+            raise
+        pool.give_back(key, conn)
+        return replies
+
+
+def _everyone(recipients: Sequence[str], code: int, text: str, final: bool) -> list[RecipientReply]:
+    return [RecipientReply(r, code, text, final) for r in recipients]
+
+
+class SmarthostTransport:
+    """Every message to one relay; its 250 means accepted for delivery (status ``sent``)."""
+
+    name = "smtp"
+
+    def __init__(
+        self, target: DeliveryTarget, options: ClientOptions, pool: ConnectionPool
+    ) -> None:
+        assert target.host is not None and target.port is not None
+        self.destination = Destination(
+            target.host,
+            target.port,
+            target.tls,
+            username=target.username,
+            password=target.password,
+        )
+        self.options = options
+        self.pool = pool
+
+    async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
+        transcript, started = Transcript(), now_ms()
+        dest = self.destination
+        try:
+            replies = await send_through(
+                self.pool, self.options, dest, envelope, raw, transcript, final=False
+            )
+        except SmtpUnavailable as exc:
+            replies = _everyone(envelope.recipients, exc.code, exc.text, False)
+        log = SessionLog(
+            self.name,
+            f"{dest.host}:{dest.port}",
+            list(envelope.recipients),
+            started,
+            transcript.elapsed_ms(),
+            transcript.lines,
+        )
+        return DeliveryReport(replies, [log])
+
+
+class MxTransport:
+    """Straight to each recipient domain's MX hosts; their 250 means delivered."""
+
+    name = "mx"
+
+    def __init__(
+        self, resolver: Resolver, options: ClientOptions, pool: ConnectionPool, port: int = 25
+    ) -> None:
+        self.resolver = resolver
+        self.options = options
+        self.pool = pool
+        self.port = port
+
+    async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
+        by_domain: dict[str, list[str]] = {}
+        for recipient in envelope.recipients:
+            by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
+        results = await asyncio.gather(
+            *(self._send_domain(d, rs, envelope, raw) for d, rs in by_domain.items())
+        )
+        replies = [reply for domain_replies, _ in results for reply in domain_replies]
+        return DeliveryReport(replies, [log for _, log in results])
+
+    async def _send_domain(
+        self, domain: str, recipients: list[str], envelope: Envelope, raw: bytes
+    ) -> tuple[list[RecipientReply], SessionLog]:
+        transcript, started = Transcript(), now_ms()
+        part = Envelope(
+            envelope.mail_from,
+            recipients,
+            envelope.message_id,
+            envelope.smtputf8,
+            envelope.tls_required,
+        )
+        host: str | None = None
+        try:
+            hosts = await self._route(domain, transcript)
+            replies, host = await self._try_hosts(hosts, part, raw, transcript)
+        except SmtpUnavailable as exc:
+            replies = _everyone(recipients, exc.code, exc.text, True)
+        log = SessionLog(
+            self.name, host, recipients, started, transcript.elapsed_ms(), transcript.lines
+        )
+        return replies, log
+
+    async def _route(self, domain: str, transcript: Transcript) -> list[str]:
+        """The hosts to try, best first: MX by preference, else the domain itself (RFC 5321)."""
+        try:
+            records = await self.resolver.mx(domain)
+        except DnsTemporaryFailure as exc:
+            transcript.note(str(exc))
+            raise SmtpUnavailable(451, f"4.4.3 DNS lookup of {domain} failed") from exc
+        if records is None:
+            transcript.note(f"MX {domain}: the domain does not exist")
+            raise SmtpUnavailable(550, f"5.1.2 The recipient domain {domain} does not exist")
+        if any(record.host == "" for record in records):
+            transcript.note(f"MX {domain}: null MX, the domain accepts no mail")
+            raise SmtpUnavailable(556, f"5.1.10 The recipient domain {domain} accepts no mail")
+        shown = ", ".join(f"{r.preference} {r.host}" for r in records) or "none, using A/AAAA"
+        transcript.note(f"MX {domain}: {shown}")
+        return [record.host for record in records] or [domain]
+
+    async def _try_hosts(
+        self, hosts: list[str], envelope: Envelope, raw: bytes, transcript: Transcript
+    ) -> tuple[list[RecipientReply], str]:
+        last = SmtpUnavailable(451, "4.4.4 No address found for the recipient's mail servers")
+        for host in hosts:
+            for address in await self._addresses(host, transcript):
+                dest = Destination(
+                    host,
+                    self.port,
+                    "starttls",
+                    address=address,
+                    tls_required=envelope.tls_required,
+                    verify_tls=False,
+                )
+                try:
+                    replies = await send_through(
+                        self.pool, self.options, dest, envelope, raw, transcript, final=True
+                    )
+                except SmtpUnavailable as exc:
+                    last = exc
+                    continue
+                return replies, host
+        # Every host failed before the transaction: always worth another try later.
+        code = last.code if 400 <= last.code < 500 else 451
+        raise SmtpUnavailable(code, last.text)
+
+    async def _addresses(self, host: str, transcript: Transcript) -> list[str]:
+        try:
+            found = await self.resolver.addresses(host)
+        except DnsTemporaryFailure as exc:
+            transcript.note(str(exc))
+            return []
+        if not found:
+            transcript.note(f"{host} has no A/AAAA record")
+        return found
