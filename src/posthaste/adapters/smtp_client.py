@@ -167,7 +167,7 @@ def _unavailable(exc: BaseException, transcript: Transcript) -> SmtpUnavailable:
     if isinstance(exc, aiosmtplib.SMTPTimeoutError | asyncio.TimeoutError | TimeoutError):
         transcript.note(f"timed out: {exc}")
         return SmtpUnavailable(451, "4.4.1 No answer from the server (timed out)")
-    transcript.note(f"connection failed: {exc}")
+    transcript.note(f"connection failed: {exc} {exc.__cause__!r}")
     return SmtpUnavailable(451, f"4.4.1 Connection failed: {exc}")
 
 

@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 ACTIVE = (EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING)
 OFFLOAD_BUILD_BYTES = 256 * 1024  # bigger messages are built off the event loop (~20 ms/MiB)
 MAX_JOB_CLAIMS = 25  # a job claimed this often without finishing is poison: the email fails
+_TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class DeliveryService:
         now = now_ms()
         async with self.db.transaction() as tx:
             email = await repo.get_email_any_team(tx, job.ref, for_update=True)
-            if email is None or email.status not in ACTIVE:
+            # ``sent`` too: a relay took some recipients while others were deferred.
+            if email is None or email.status not in (*ACTIVE, EmailStatus.SENT):
                 await jobs_repo.finish(tx, job)
                 return None
             if (
@@ -107,18 +109,29 @@ class DeliveryService:
             ):
                 await jobs_repo.retry_at(tx, job, email.scheduled_at)
                 return None
-            if job.attempts > MAX_JOB_CLAIMS:
-                await self._fail(tx, email, job, "delivery kept crashing; giving up", now)
+            outcomes = await repo.recipient_outcomes(tx, email.id)
+            waiting = sorted(a for a, o in outcomes.items() if o in _TO_TRY)
+            if not waiting or job.attempts > MAX_JOB_CLAIMS:
+                await self._give_up(tx, email, job, waiting, now)
                 return None
-            if email.status is not EmailStatus.SENDING:
+            if email.status not in (EmailStatus.SENDING, EmailStatus.SENT):
                 await repo.record_event(tx, email, "email.sending", email_event_data(email), now)
             number = email.attempts + 1
             await repo.set_delivery_fields(tx, email.id, attempts=number)
-            outcomes = await repo.recipient_outcomes(tx, email.id)
             email = await repo.get_email_any_team(tx, job.ref)
             assert email is not None
-        waiting = [a for a, o in outcomes.items() if o in (Outcome.PENDING, Outcome.DEFERRED)]
-        return Attempt(email, number, sorted(waiting))
+        return Attempt(email, number, waiting)
+
+    async def _give_up(self, tx: Tx, email: Email, job: Job, waiting: list[str], now: int) -> None:
+        """Nothing left to try, or a poison job: an email not yet sent fails, else it rests."""
+        if waiting and email.status is not EmailStatus.SENT:
+            await self._fail(tx, email, job, "delivery kept crashing; giving up", now)
+            return
+        if waiting:
+            log.error(
+                "email %s: delivery kept crashing; %d recipients untried", email.id, len(waiting)
+            )
+        await jobs_repo.finish(tx, job)
 
     async def _fail(self, tx: Tx, email: Email, job: Job, reason: str, now: int) -> None:
         data = email_event_data(email, failed={"reason": reason})

@@ -1,0 +1,173 @@
+"""A real SMTP server on loopback (aiosmtpd) that receives what delivery sends.
+
+It answers each recipient by the first matching rule of ``rules`` (local part prefix → reply,
+e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``), else 250; DATA
+answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps DATA waiting
+until set. It may offer STARTTLS, require AUTH, or speak implicit TLS, with a self-signed
+certificate from ``make_certificate``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+@dataclass
+class Received:
+    mail_from: str
+    recipients: list[str]
+    data: bytes
+    tls: bool
+    authenticated_as: str | None
+
+
+@dataclass
+class Sink:
+    host: str = "127.0.0.1"
+    port: int = 0
+    rules: dict[str, str] = field(default_factory=dict)
+    messages: list[Received] = field(default_factory=list)
+    data_started: int = 0
+    hold: asyncio.Event | None = None
+    connections: int = 0
+    credentials: tuple[str, str] | None = None
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        local = address.rpartition("@")[0]
+        for prefix, reply in self.rules.items():
+            if local.startswith(prefix):
+                return reply
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        self.data_started += 1
+        if self.hold is not None:
+            await self.hold.wait()
+        content = envelope.original_content or b""
+        login = session.auth_data.login.decode() if session.auth_data else None
+        self.messages.append(
+            Received(
+                str(envelope.mail_from),
+                list(envelope.rcpt_tos),
+                content,
+                server.transport.get_extra_info("ssl_object") is not None,
+                login,
+            )
+        )
+        return f"250 2.0.0 Ok: queued as Q{len(self.messages)}"
+
+    def authenticate(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
+    ) -> AuthResult:
+        ok = isinstance(data, LoginPassword) and self.credentials == (
+            data.login.decode(),
+            data.password.decode(),
+        )
+        return AuthResult(success=ok, auth_data=data if ok else None)
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost: (cert file, key file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "sink.crt", directory / "sink.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def trusting(cert: Path) -> Any:
+    """A ``tls_context`` factory for transports that trusts only the sink's certificate."""
+
+    def factory(verify: bool) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(cert))
+        if not verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+    return factory
+
+
+@asynccontextmanager
+async def running_sink(
+    sink: Sink | None = None,
+    *,
+    tls: ssl.SSLContext | None = None,
+    implicit_tls: bool = False,
+    require_auth: bool = False,
+) -> AsyncIterator[Sink]:
+    """Serve ``sink`` on a free port of 127.0.0.1 for the duration of the block."""
+    sink = sink or Sink()
+
+    def protocol() -> SMTP:
+        sink.connections += 1
+        return SMTP(
+            sink,
+            hostname="sink.test",
+            enable_SMTPUTF8=True,
+            tls_context=None if implicit_tls else tls,
+            authenticator=sink.authenticate if require_auth else None,
+            # aiosmtpd only counts STARTTLS as TLS (and warns about AUTH without it); under
+            # implicit TLS the line is encrypted anyway, and the test checks who logged in.
+            auth_required=require_auth and not implicit_tls,
+            auth_require_tls=not implicit_tls,
+        )
+
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(protocol, "127.0.0.1", 0, ssl=tls if implicit_tls else None)
+    sink.port = server.sockets[0].getsockname()[1]
+    try:
+        yield sink
+    finally:
+        server.close()
+        if sink.hold is not None:
+            sink.hold.set()
+        await server.wait_closed()
