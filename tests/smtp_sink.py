@@ -2,9 +2,9 @@
 
 It answers each recipient by the first matching rule of ``rules`` (local part prefix → reply,
 e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``), else 250; DATA
-answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps DATA waiting
-until set. It may offer STARTTLS, require AUTH, or speak implicit TLS, with a self-signed
-certificate from ``make_certificate``.
+answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps the first
+``hold_count`` DATA commands waiting until it is set. It may offer STARTTLS, require AUTH,
+or speak implicit TLS, with a self-signed certificate from ``make_certificate``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Sink:
     messages: list[Received] = field(default_factory=list)
     data_started: int = 0
     hold: asyncio.Event | None = None
+    hold_count: int = 1
     connections: int = 0
     credentials: tuple[str, str] | None = None
 
@@ -58,7 +59,7 @@ class Sink:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         self.data_started += 1
-        if self.hold is not None:
+        if self.hold is not None and self.data_started <= self.hold_count:
             await self.hold.wait()
         content = envelope.original_content or b""
         login = session.auth_data.login.decode() if session.auth_data else None

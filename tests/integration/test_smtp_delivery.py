@@ -29,27 +29,15 @@ from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
-from posthaste.core.addresses import Address
-from posthaste.core.models import Principal
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage.database import Tx
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
+from tests.senders import AnySender
 from tests.smtp_sink import Sink, make_certificate, running_sink, server_context, trusting
 
 KEY = make_key("acme.test")
-
-
-class AnySender:
-    """Every team owns every domain (the domains feature decides this for real)."""
-
-    def __init__(self, region: str) -> None:
-        self.region = region
-
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
-        return self.region
 
 
 @dataclasses.dataclass
