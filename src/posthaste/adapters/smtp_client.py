@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import ssl
 import time
@@ -88,8 +89,11 @@ class Connection:
 TlsContextFactory = Callable[[bool], ssl.SSLContext]
 
 
+@functools.cache
 def default_tls_context(verify: bool) -> ssl.SSLContext:
-    """Verified for a smarthost; opportunistic (unverified, as MTAs do without DANE) for MX."""
+    """Verified for a smarthost; opportunistic (unverified, as MTAs do without DANE) for MX.
+
+    Made once per kind: loading the system's CA bundle costs ~100 ms."""
     context = ssl.create_default_context()
     if not verify:
         context.check_hostname = False
@@ -108,7 +112,7 @@ async def open_connection(
     dest: Destination, options: ClientOptions, transcript: Transcript
 ) -> Connection:
     """Connect, EHLO, STARTTLS when offered (or required) and AUTH when configured."""
-    context = options.tls_context(dest.verify_tls)
+    context = options.tls_context(dest.verify_tls) if dest.tls != "none" else None
     client = aiosmtplib.SMTP(
         hostname=dest.address or dest.host,
         port=dest.port,

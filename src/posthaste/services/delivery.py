@@ -19,7 +19,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from posthaste.adapters.transports import (
@@ -115,12 +115,10 @@ class DeliveryService:
                 await self._give_up(tx, email, job, waiting, now)
                 return None
             if email.status not in (EmailStatus.SENDING, EmailStatus.SENT):
-                await repo.record_event(tx, email, "email.sending", email_event_data(email), now)
+                email = await _record(tx, email, "email.sending", email_event_data(email), now)
             number = email.attempts + 1
             await repo.set_delivery_fields(tx, email.id, attempts=number)
-            email = await repo.get_email_any_team(tx, job.ref)
-            assert email is not None
-        return Attempt(email, number, waiting)
+        return Attempt(replace(email, attempts=number), number, waiting)
 
     async def _give_up(self, tx: Tx, email: Email, job: Job, waiting: list[str], now: int) -> None:
         """Nothing left to try, or a poison job: an email not yet sent fails, else it rests."""
@@ -241,8 +239,8 @@ class DeliveryService:
             return email
         provider_id = next((r.provider_message_id for r in accepted if r.provider_message_id), None)
         await repo.set_delivery_fields(tx, email.id, provider_message_id=provider_id)
-        await repo.record_event(tx, email, "email.sent", email_event_data(email), now)
-        return await _reload(tx, email.id)
+        email = replace(email, provider_message_id=provider_id)
+        return await _record(tx, email, "email.sent", email_event_data(email), now)
 
     async def _record_outcomes(
         self,
@@ -274,8 +272,7 @@ class DeliveryService:
             complains = simulator_kind(reply.recipient) is SimKind.COMPLAINED
             if complains and outcomes[reply.recipient] is Outcome.DELIVERED:
                 data = email_event_data(email, to=[reply.recipient])
-                await repo.record_event(tx, email, "email.complained", data, now)
-                email = await _reload(tx, email.id)
+                email = await _record(tx, email, "email.complained", data, now)
         return email
 
     async def _record_reply(
@@ -290,16 +287,12 @@ class DeliveryService:
         event_type, extra = _event_for(reply, verdict)
         if event_type is None:
             if target is not None and target is not email.status:
-                await repo.record_event(
-                    tx, email, f"email.{target.value}", email_event_data(email), now
-                )
-                return await _reload(tx, email.id)
+                data = email_event_data(email)
+                return await _record(tx, email, f"email.{target.value}", data, now)
             return email
         data = email_event_data(email, to=[reply.recipient], **extra)
-        await repo.record_event(
-            tx, email, event_type, data, now, status=target if target is not None else email.status
-        )
-        return await _reload(tx, email.id)
+        status = target if target is not None else email.status
+        return await _record(tx, email, event_type, data, now, status=status)
 
     def _retry_delay(self, attempt: int) -> int:
         base = self.retry_schedule[min(attempt, len(self.retry_schedule)) - 1]
@@ -382,10 +375,19 @@ def _attempt_rows(
     return rows
 
 
-async def _reload(tx: Tx, email_id: str) -> Email:
-    email = await repo.get_email_any_team(tx, email_id)
-    assert email is not None
-    return email
+async def _record(
+    tx: Tx,
+    email: Email,
+    event_type: str,
+    data: dict[str, Any],
+    now: int,
+    *,
+    status: EmailStatus | None = None,
+) -> Email:
+    """``repo.record_event``, and the email as it now is (no read back)."""
+    new_status, _ = await repo.record_event(tx, email, event_type, data, now, status=status)
+    sent_at = now if event_type == "email.sent" else email.sent_at
+    return replace(email, status=new_status, last_event=event_type, sent_at=sent_at)
 
 
 def _needs_smtputf8(raw: bytes, recipients: Sequence[str]) -> bool:
