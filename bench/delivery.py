@@ -1,0 +1,251 @@
+"""``python -m bench.delivery``: accept → sent through ``smtp://``, DKIM-signed, on PostgreSQL.
+
+Three processes share the machine's cores, as in production on one box:
+
+- a sink: aiosmtpd on loopback that answers 250 at once (``python -m bench.delivery sink``);
+- the worker(s): the real ``Worker`` and ``DeliveryService`` built by ``build_services``, with a
+  DKIM key for the sender's domain (``python -m bench.delivery worker``; ``posthaste serve``
+  cannot be given a key until the domains feature lands);
+- this process: accepts the emails through ``SendingService.accept_batch`` (the one send path,
+  batches of 100, live key) while the workers deliver, and counts ``sent`` emails.
+
+The baseline, in the same run and against the same sink: a plain aiosmtplib client loop
+sending an already-built, already-signed message over the same number of connections (what
+any SMTP client reaches here with no database, no MIME, no signing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiosmtplib
+from sqlalchemy import func, select
+from tests.dkim_keys import StaticSigningKeys, make_key
+from tests.senders import AnySender
+
+from bench import payload
+from bench.server import PROJECT_ROOT, SECRET_KEY, Backend, free_port, prepared
+from posthaste.bootstrap import Services, build_services, migrate
+from posthaste.config import DeliveryTarget, Settings
+from posthaste.core.dkim import sign_message
+from posthaste.core.models import KeyMode
+from posthaste.storage.tables import emails
+
+KEY = make_key("acme.test")
+BATCH = 100
+
+
+# --- the sink -------------------------------------------------------------------------------
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.received = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.received += 1
+        return f"250 2.0.0 Ok: queued as B{self.received}"
+
+
+async def run_sink(port: int) -> None:
+    from aiosmtpd.smtp import SMTP
+
+    sink = CountingSink()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: SMTP(sink, hostname="sink.bench"), "127.0.0.1", port)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    server.close()
+
+
+# --- the worker -----------------------------------------------------------------------------
+
+
+def bench_settings(database_url: str, data_dir: Path, sink_port: int) -> Settings:
+    return Settings(
+        database_url=database_url,
+        data_dir=data_dir,
+        secret_key=SECRET_KEY,
+        delivery=DeliveryTarget(kind="smtp", host="127.0.0.1", port=sink_port, tls="none"),
+        log_level="warning",
+    )
+
+
+def build(settings: Settings) -> Services:
+    return build_services(
+        settings,
+        senders=AnySender(settings.default_region),
+        signing_keys=StaticSigningKeys(KEY),
+    )
+
+
+async def run_worker(database_url: str, data_dir: Path, sink_port: int, batch: int) -> None:
+    services = build(bench_settings(database_url, data_dir, sink_port))
+    worker = services.make_worker(batch_size=batch)
+    await services.db.start_listening()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)
+    try:
+        await worker.run()
+    finally:
+        await services.close()
+
+
+# --- the measurement ------------------------------------------------------------------------
+
+
+def _spawn(*args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "bench.delivery", *args], env=env)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+async def _wait_for_port(port: int) -> None:
+    for _ in range(200):
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+async def baseline(port: int, count: int, connections: int) -> float:
+    """Messages/s of a bare aiosmtplib loop: one signed 5 KB message, reused connections."""
+    raw = sign_message(_sample_message(), KEY, int(time.time()))
+
+    async def one_connection(share: int) -> None:
+        client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, start_tls=False)
+        await client.connect()
+        for index in range(share):
+            await client.sendmail("bounces@send.acme.test", [f"c{index}@example.test"], raw)
+        await client.quit()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_connection(count // connections) for _ in range(connections)))
+    return (count // connections * connections) / (time.perf_counter() - started)
+
+
+def _sample_message() -> bytes:
+    html = payload.email(1)["html"].replace("><", ">\r\n<")
+    headers = (
+        f"From: {payload.SENDER}\r\nTo: customer1@example.test\r\nSubject: Your Acme receipt\r\n"
+        "Date: Mon, 23 Nov 2026 12:00:00 +0000\r\nMessage-ID: <1@acme.test>\r\n"
+        "MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"
+    )
+    return (headers + html * 4 + "\r\n").encode()
+
+
+async def pipeline(services: Services, count: int, acceptors: int) -> dict[str, float]:
+    """Accept ``count`` emails while the workers deliver; seconds until the last is ``sent``."""
+    team = await services.teams.create_team("bench", 0, 0)
+    key = await services.teams.create_key(team.id, "bench", KeyMode.LIVE)
+    principal = await services.teams.authenticate(key.token)
+    bodies = [payload.email(i) for i in range(BATCH)]
+    started = time.perf_counter()
+
+    async def acceptor(batches: int) -> None:
+        for _ in range(batches):
+            await services.sending.accept_batch(principal, bodies)
+
+    accepting = asyncio.gather(*(acceptor(count // BATCH // acceptors) for _ in range(acceptors)))
+    total = count // BATCH // acceptors * acceptors * BATCH
+    accepted_at = 0.0
+    while True:
+        await asyncio.sleep(0.25)
+        if accepting.done() and not accepted_at:
+            await accepting
+            accepted_at = time.perf_counter() - started
+        async with services.db.read() as tx:
+            query = select(func.count()).select_from(emails).where(emails.c.status == "sent")
+            sent = int((await tx.conn.execute(query)).scalar() or 0)
+        if sent >= total:
+            break
+    elapsed = time.perf_counter() - started
+    return {"emails": total, "seconds": elapsed, "accept_seconds": accepted_at}
+
+
+async def measure(args: argparse.Namespace, backend: Backend) -> None:
+    port = free_port()
+    sink = _spawn("sink", "--port", str(port))
+    try:
+        await _wait_for_port(port)
+        base = await baseline(port, args.baseline_messages, args.connections)
+        url = backend.server_database_url
+        settings = bench_settings(url, backend.data_dir, port)
+        await migrate(settings)
+        services = build(settings)
+        workers = [
+            _spawn("worker", url, str(backend.data_dir), str(port), str(args.batch))
+            for _ in range(args.workers)
+        ]
+        try:
+            result = await pipeline(services, args.emails, args.acceptors)
+        finally:
+            for worker in workers:
+                _stop(worker)
+            await services.close()
+    finally:
+        _stop(sink)
+    report(args, result, base)
+
+
+def report(args: argparse.Namespace, result: dict[str, float], base: float) -> None:
+    rate = result["emails"] / result["seconds"]
+    accept_rate = result["emails"] / result["accept_seconds"]
+    print(f"\n{result['emails']:,} emails, {args.workers} worker process(es), PostgreSQL\n")
+    print("| measurement | emails/s |")
+    print("|---|---:|")
+    print(f"| accept → sent (DKIM-signed, smtp:// to the sink) | {rate:,.0f} |")
+    print(f"| acceptance alone, while delivering (accept_batch of {BATCH}) | {accept_rate:,.0f} |")
+    print(f"| baseline: bare aiosmtplib loop to the same sink | {base:,.0f} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.delivery", description=__doc__)
+    sub = parser.add_subparsers(dest="role")
+    sink = sub.add_parser("sink")
+    sink.add_argument("--port", type=int, required=True)
+    worker = sub.add_parser("worker")
+    worker.add_argument("database_url")
+    worker.add_argument("data_dir", type=Path)
+    worker.add_argument("sink_port", type=int)
+    worker.add_argument("batch", type=int)
+    parser.add_argument("--emails", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument("--batch", type=int, default=64, help="jobs claimed at once per worker")
+    parser.add_argument("--acceptors", type=int, default=2, help="concurrent accept_batch loops")
+    parser.add_argument("--connections", type=int, default=8, help="baseline SMTP connections")
+    parser.add_argument("--baseline-messages", type=int, default=8_000)
+    args = parser.parse_args(argv)
+    if args.role == "sink":
+        asyncio.run(run_sink(args.port))
+    elif args.role == "worker":
+        asyncio.run(run_worker(args.database_url, args.data_dir, args.sink_port, args.batch))
+    else:
+        with (
+            tempfile.TemporaryDirectory(prefix="posthaste-bench-") as workdir,
+            prepared("postgres", Path(workdir)) as backend,
+        ):
+            asyncio.run(measure(args, backend))
+
+
+if __name__ == "__main__":
+    main()
