@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, bindparam, exists, func, select, tuple_, update
 
 from posthaste.core.cursors import Position
 from posthaste.core.ids import new_id
@@ -338,18 +338,9 @@ async def record_event(
     leads to (possibly unchanged). Raises ``InvalidTransition`` and writes nothing when the move
     is not allowed. The caller holds the row (``get_email(..., for_update=True)``).
     """
-    if status is None:
-        new_status = apply_event(email.status, event_type)
-    elif status is email.status or can_move(email.status, status):
-        new_status = status
-    else:
-        raise InvalidTransition(email.status, event_type)
-    event = Event(new_id(), email.team_id, event_type, email.id, now, data)
-    values: dict[str, Any] = {"status": new_status.value, "last_event": event_type}
-    if event_type == "email.sent":
-        values["sent_at"] = now
-    await tx.conn.execute(update(emails).where(emails.c.id == email.id).values(**values))
-    await events_repo.insert_events(tx, [event])
+    [(new_status, event)] = await record_events(
+        tx, [StatusEvent(email, event_type, data, status)], now
+    )
     return new_status, event
 
 
@@ -357,3 +348,148 @@ async def reschedule(tx: Tx, email_id: str, scheduled_at: int | None) -> None:
     await tx.conn.execute(
         update(emails).where(emails.c.id == email_id).values(scheduled_at=scheduled_at)
     )
+
+
+# --- batched forms, for the delivery worker (one statement per table for a batch of emails) ---
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """One event to record on an email; ``status`` as in ``record_event``."""
+
+    email: Email
+    event_type: str
+    data: dict[str, Any]
+    status: EmailStatus | None = None
+
+
+async def record_events(
+    tx: Tx, items: Sequence[StatusEvent], now: int
+) -> list[tuple[EmailStatus, Event]]:
+    """``record_event`` for many events at once (several may name the same email, in order).
+
+    Each move is checked against the status machine from the status the previous item left;
+    one UPDATE per kind of row change and one events INSERT. Raises ``InvalidTransition`` and
+    writes nothing when any move is not allowed.
+    """
+    current: dict[str, EmailStatus] = {}
+    final: dict[str, dict[str, Any]] = {}
+    results: list[tuple[EmailStatus, Event]] = []
+    for item in items:
+        email = item.email
+        before = current.get(email.id, email.status)
+        new_status = _next_status(before, item.event_type, item.status)
+        current[email.id] = new_status
+        event = Event(new_id(), email.team_id, item.event_type, email.id, now, item.data)
+        results.append((new_status, event))
+        values: dict[str, Any] = final.setdefault(email.id, {})
+        values.update(_id=email.id, _status=new_status.value, _last=item.event_type)
+        if item.event_type == "email.sent":
+            values["_sent"] = now
+    await _write_statuses(tx, list(final.values()))
+    await events_repo.insert_events(tx, [event for _, event in results])
+    return results
+
+
+def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | None) -> EmailStatus:
+    if status is None:
+        return apply_event(current, event_type)
+    if status is current or can_move(current, status):
+        return status
+    raise InvalidTransition(current, event_type)
+
+
+async def _write_statuses(tx: Tx, rows: list[dict[str, Any]]) -> None:
+    by_id = emails.c.id == bindparam("_id")
+    plain = [r for r in rows if "_sent" not in r]
+    sent = [r for r in rows if "_sent" in r]
+    values = {"status": bindparam("_status"), "last_event": bindparam("_last")}
+    if plain:
+        await tx.conn.execute(update(emails).where(by_id).values(**values), plain)
+    if sent:
+        query = update(emails).where(by_id).values(**values, sent_at=bindparam("_sent"))
+        await tx.conn.execute(query, sent)
+
+
+async def get_emails_any_team(
+    tx: Tx, email_ids: Sequence[str], *, for_update: bool = False
+) -> dict[str, Email]:
+    """For workers: the emails of a batch of jobs, locked in id order (no deadlocks)."""
+    if not email_ids:
+        return {}
+    query = select(emails).where(emails.c.id.in_(sorted(set(email_ids)))).order_by(emails.c.id)
+    if for_update:
+        query = query.with_for_update()
+    return {row.id: _email(row) for row in await tx.conn.execute(query)}
+
+
+async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+    found: dict[str, dict[str, str]] = {email_id: {} for email_id in email_ids}
+    if not email_ids:
+        return found
+    r = email_recipients
+    query = select(r.c.email_id, r.c.address, r.c.outcome).where(r.c.email_id.in_(email_ids))
+    for row in await tx.conn.execute(query):
+        found[row.email_id][row.address] = row.outcome
+    return found
+
+
+async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -> None:
+    """(email id, address, outcome) triples, in one statement."""
+    if not rows:
+        return
+    r = email_recipients
+    query = (
+        update(r)
+        .where(r.c.email_id == bindparam("_email"), r.c.address == bindparam("_address"))
+        .values(outcome=bindparam("_outcome"))
+    )
+    params = [{"_email": e, "_address": a, "_outcome": o} for e, a, o in rows]
+    await tx.conn.execute(query, params)
+
+
+async def set_delivery_fields_many(tx: Tx, column: str, values: dict[str, Any]) -> None:
+    """One worker bookkeeping column (never ``status``) for many emails: {email id: value}."""
+    assert column != "status"
+    if not values:
+        return
+    query = update(emails).where(emails.c.id == bindparam("_id")).values({column: bindparam("_v")})
+    await tx.conn.execute(query, [{"_id": k, "_v": v} for k, v in values.items()])
+
+
+async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> None:
+    """Keep the exact bytes sent of many emails (``store_raw`` in two statements)."""
+    if not items:
+        return
+    rows = [(email, new_id(), raw) for email, raw in items]
+    await tx.conn.execute(
+        blobs.insert(),
+        [{"id": b, "team_id": e.team_id, "data": raw, "created_at": now} for e, b, raw in rows],
+    )
+    await set_delivery_fields_many(tx, "raw_blob_id", {e.id: b for e, b, _ in rows})
+
+
+async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[AttachmentInfo]]:
+    """The attachments of many emails, in position order."""
+    found: dict[str, list[AttachmentInfo]] = {email_id: [] for email_id in email_ids}
+    if not email_ids:
+        return found
+    query = (
+        select(attachments)
+        .where(attachments.c.email_id.in_(email_ids))
+        .order_by(attachments.c.email_id, attachments.c.position)
+    )
+    for r in await tx.conn.execute(query):
+        found[r.email_id].append(
+            AttachmentInfo(
+                r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id, r.blob_id
+            )
+        )
+    return found
+
+
+async def read_blobs(tx: Tx, blob_ids: Sequence[str]) -> dict[str, bytes]:
+    if not blob_ids:
+        return {}
+    query = select(blobs.c.id, blobs.c.data).where(blobs.c.id.in_(blob_ids))
+    return {row.id: bytes(row.data) for row in await tx.conn.execute(query)}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 
 from posthaste.core.models import Job
 from posthaste.storage.database import JOBS_CHANNEL, Tx
@@ -114,3 +114,26 @@ async def next_due_at(tx: Tx, kinds: Sequence[str]) -> int | None:
 
 async def depth(tx: Tx) -> int:
     return int((await tx.conn.execute(select(func.count()).select_from(jobs))).scalar() or 0)
+
+
+async def finish_many(tx: Tx, held: Sequence[Job]) -> None:
+    """``finish`` for many jobs in one statement (each still fenced by its ``attempts``)."""
+    if held:
+        query = delete(jobs).where(
+            jobs.c.id == bindparam("_id"), jobs.c.attempts == bindparam("_attempts")
+        )
+        await tx.conn.execute(query, [{"_id": j.id, "_attempts": j.attempts} for j in held])
+
+
+async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
+    """``retry_at`` for many (job, available_at) pairs in one statement."""
+    if not held:
+        return
+    query = (
+        update(jobs)
+        .where(jobs.c.id == bindparam("_id"), jobs.c.attempts == bindparam("_attempts"))
+        .values(available_at=bindparam("_at"), locked_by=None)
+    )
+    params = [{"_id": j.id, "_attempts": j.attempts, "_at": at} for j, at in held]
+    await tx.conn.execute(query, params)
+    tx.notify(CHANNEL)

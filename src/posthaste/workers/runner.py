@@ -22,6 +22,8 @@ from posthaste.storage.database import Database
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Awaitable[None]]
+# Takes every claimed job of its kind at once, so their database writes can be batched.
+BatchHandler = Callable[[list[Job]], Awaitable[None]]
 
 
 class Worker:
@@ -33,9 +35,12 @@ class Worker:
         lease_seconds: float,
         batch_size: int = 32,
         idle_check: float = 30.0,
+        batch_handlers: Mapping[str, BatchHandler] | None = None,
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
+        self.batch_handlers = dict(batch_handlers or {})
+        self.kinds = [*self.handlers, *self.batch_handlers]
         self.lease_ms = int(lease_seconds * 1000)
         self.batch_size = batch_size
         self.idle_check = idle_check
@@ -58,7 +63,7 @@ class Worker:
             self._wake.clear()
             jobs = await self._claim()
             if jobs:
-                await asyncio.gather(*(self._run_one(job) for job in jobs))
+                await self._run_all(jobs)
                 continue
             await self._sleep()
 
@@ -66,19 +71,36 @@ class Worker:
         """Run every job due now, then return how many ran (for tests and the CLI)."""
         before = self.processed
         while jobs := await self._claim():
-            await asyncio.gather(*(self._run_one(job) for job in jobs))
+            await self._run_all(jobs)
         return self.processed - before
 
     async def _claim(self) -> list[Job]:
         try:
             async with self.db.transaction() as tx:
                 return await jobs_repo.claim(
-                    tx, list(self.handlers), self.name, now_ms(), self.lease_ms, self.batch_size
+                    tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
                 )
         except Exception:
             log.exception("claiming jobs failed; retrying shortly")
             await asyncio.sleep(1)
             return []
+
+    async def _run_all(self, jobs: list[Job]) -> None:
+        runs = [self._run_one(job) for job in jobs if job.kind not in self.batch_handlers]
+        for kind, handler in self.batch_handlers.items():
+            group = [job for job in jobs if job.kind == kind]
+            if group:
+                runs.append(self._run_batch(handler, group))
+        await asyncio.gather(*runs)
+
+    async def _run_batch(self, handler: BatchHandler, group: list[Job]) -> None:
+        try:
+            await handler(group)
+        except Exception:
+            # As for one job: the leases run out and the jobs are claimed again.
+            log.exception("a batch of %d %s jobs failed", len(group), group[0].kind)
+        finally:
+            self.processed += len(group)
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -93,7 +115,7 @@ class Worker:
         timeout = self.idle_check
         try:
             async with self.db.read() as tx:
-                due = await jobs_repo.next_due_at(tx, list(self.handlers))
+                due = await jobs_repo.next_due_at(tx, self.kinds)
         except Exception:
             log.exception("reading the next due job failed")
             due = None
