@@ -52,7 +52,8 @@ class Services:
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
             self.db,
-            {DELIVER_JOB: self.delivery.deliver},
+            {},
+            batch_handlers={DELIVER_JOB: self.delivery.deliver_many},
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

@@ -237,7 +237,7 @@ async def test_a_delivery_abandoned_mid_way_completes_after_the_lease(
     async with services.db.transaction() as tx:
         [job] = await jobs_repo.claim(tx, [DELIVER_JOB], "doomed-worker", now_ms(), 300, 10)
     # The doomed worker got as far as "sending", then died before sending anything.
-    await services.delivery._start(job)
+    await services.delivery._start([job])
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
         "status"
     ] == "sending"

@@ -403,7 +403,7 @@ async def _write_statuses(tx: Tx, rows: list[dict[str, Any]]) -> None:
     by_id = emails.c.id == bindparam("_id")
     plain = [r for r in rows if "_sent" not in r]
     sent = [r for r in rows if "_sent" in r]
-    values = {"status": bindparam("_status"), "last_event": bindparam("_last")}
+    values: dict[str, Any] = {"status": bindparam("_status"), "last_event": bindparam("_last")}
     if plain:
         await tx.conn.execute(update(emails).where(by_id).values(**values), plain)
     if sent:
