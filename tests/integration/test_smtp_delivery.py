@@ -29,6 +29,7 @@ from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
+from posthaste.core.dkim import DkimKey
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
@@ -90,6 +91,7 @@ async def mailer(
     zone: ZoneServer | None = None,
     tls_context: TlsContextFactory = default_tls_context,
     mx_port: int = 25,
+    keys: tuple[DkimKey, ...] = (KEY,),
 ) -> AsyncIterator[Mailer]:
     configured = dataclasses.replace(
         settings,
@@ -99,7 +101,7 @@ async def mailer(
     services = build_services(
         configured,
         senders=AnySender(configured.default_region),
-        signing_keys=StaticSigningKeys(KEY),
+        signing_keys=StaticSigningKeys(*keys),
         transports=build_transports(configured, tls_context=tls_context, mx_port=mx_port),
     )
     await _empty_tables(services)
@@ -380,3 +382,17 @@ async def test_test_mode_never_leaves_the_machine(settings: Settings) -> None:
         raw = await m.client.get(f"/emails/{email_id}/raw", headers=m.tenant.headers("live"))
         message = email.message_from_bytes(raw.content, policy=email.policy.default)
         assert message["DKIM-Signature"] is not None
+
+
+async def test_an_unusable_key_fails_its_email_and_spares_the_batch(settings: Settings) -> None:
+    broken = DkimKey("broken.test", "s1", b"-----BEGIN PRIVATE KEY-----\nnot a key\n")
+    async with running_sink() as sink, mailer(settings, smarthost(sink), keys=(KEY, broken)) as m:
+        bad = await m.send(**{"from": "hello@broken.test"})
+        good = await m.send()
+        await m.deliver()  # both in one claimed batch
+        assert (await m.get(f"/emails/{good}"))["status"] == "sent"
+        record = await m.get(f"/emails/{bad}")
+        assert record["status"] == "failed"
+        failed = (await m.get(f"/emails/{bad}/events"))["data"][-1]
+        assert failed["type"] == "email.failed" and "signing" in failed["data"]["failed"]["reason"]
+        assert [msg.recipients for msg in sink.messages] == [["someone@example.com"]]

@@ -28,6 +28,7 @@ from posthaste.adapters.transports import (
     DeliveryReport,
     Envelope,
     RecipientReply,
+    Transport,
     TransportRegistry,
 )
 from posthaste.core.addresses import parse_address
@@ -65,6 +66,10 @@ class Attempt:
     email: Email
     number: int
     waiting: list[str]
+
+
+class Unsendable(Exception):
+    """The message cannot be built or signed (bad key, impossible content): the email fails."""
 
 
 @dataclass(frozen=True)
@@ -113,11 +118,11 @@ class DeliveryService:
         attempts = await self._start(list(first.values()))
         if attempts:
             messages = await self._messages(attempts)
-            failures = [a for a in attempts if isinstance(messages[a.email.id], DkimError)]
+            failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
             sends = [
                 self._send(a, message)
                 for a in attempts
-                if not isinstance(message := messages[a.email.id], DkimError)
+                if not isinstance(message := messages[a.email.id], Unsendable)
             ]
             sent = list(await asyncio.gather(*sends))
             await self._finish(sent, [(a, str(messages[a.email.id])) for a in failures])
@@ -164,7 +169,9 @@ class DeliveryService:
 
     # --- step 2 -------------------------------------------------------------------------
 
-    async def _messages(self, attempts: list[Attempt]) -> dict[str, tuple[bytes, bool] | DkimError]:
+    async def _messages(
+        self, attempts: list[Attempt]
+    ) -> dict[str, tuple[bytes, bool] | Unsendable]:
         """The exact bytes to send: stored ones on a retry, else freshly built and signed (True).
 
         The signed bytes are stored with the email, so a retry sends (and ``/raw`` shows)
@@ -178,7 +185,7 @@ class DeliveryService:
             contents = await repo.read_blobs(
                 tx, [i.blob_id for items in infos.values() for i in items]
             )
-        messages: dict[str, tuple[bytes, bool] | DkimError] = {
+        messages: dict[str, tuple[bytes, bool] | Unsendable] = {
             a.email.id: (stored[a.email.raw_blob_id], False)
             for a in attempts
             if a.email.raw_blob_id in stored
@@ -186,8 +193,10 @@ class DeliveryService:
         for email in to_build:
             try:
                 messages[email.id] = (await self._build(email, infos[email.id], contents), True)
-            except DkimError as exc:
-                messages[email.id] = exc
+            except (DkimError, ValueError) as exc:
+                # The same input fails the same way every time: the email cannot be sent.
+                log.exception("email %s: the message could not be built or signed", email.id)
+                messages[email.id] = Unsendable(f"{type(exc).__name__}: {exc}")
         return messages
 
     async def _build(
@@ -213,7 +222,7 @@ class DeliveryService:
             transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
             return_path = verp_address(self.verp, email.id, _sender_domain(email))
             envelope = Envelope(return_path, real, email.message_id, _needs_smtputf8(raw, real))
-            sent = await transport.send(envelope, raw)
+            sent = await _send_isolated(transport, envelope, raw)
             report = DeliveryReport(
                 simulated.replies + sent.replies, simulated.sessions + sent.sessions
             )
@@ -228,7 +237,7 @@ class DeliveryService:
         async with self.db.transaction() as tx:
             emails = await repo.get_emails_any_team(tx, ids, for_update=True)
             for attempt, reason in failures:
-                _fail_signing(writes, attempt, emails.get(attempt.email.id), reason)
+                _fail_unsendable(writes, attempt, emails.get(attempt.email.id), reason)
             live = [s for s in sent if _still_sending(emails.get(s.attempt.email.id))]
             writes.done.extend(s.attempt.job for s in sent if s not in live)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
@@ -277,6 +286,17 @@ class DeliveryService:
         return int(base * 1000 * (1 + random.uniform(-0.1, 0.1)))
 
 
+async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -> DeliveryReport:
+    """A transport bug must not sink the rest of the batch: this email is deferred instead."""
+    try:
+        return await transport.send(envelope, raw)
+    except Exception:
+        log.exception("email %s: the %s transport failed", envelope.message_id, transport.name)
+        text = "4.3.0 Internal error in the transport; will retry"
+        replies = [RecipientReply(r, 451, text, False) for r in envelope.recipients]
+        return DeliveryReport(replies, [])
+
+
 def _give_up(writes: _Writes, job: Job, email: Email, waiting: list[str]) -> None:
     """Nothing left to try, or a poison job: an email not yet sent fails, else it rests."""
     writes.done.append(job)
@@ -287,10 +307,10 @@ def _give_up(writes: _Writes, job: Job, email: Email, waiting: list[str]) -> Non
         log.error("email %s: delivery kept crashing; %d recipients untried", email.id, len(waiting))
 
 
-def _fail_signing(writes: _Writes, attempt: Attempt, email: Email | None, reason: str) -> None:
+def _fail_unsendable(writes: _Writes, attempt: Attempt, email: Email | None, reason: str) -> None:
     writes.done.append(attempt.job)
     if email is not None and email.status is EmailStatus.SENDING:
-        data = email_event_data(email, failed={"reason": f"DKIM signing failed: {reason}"})
+        data = email_event_data(email, failed={"reason": f"building or signing failed: {reason}"})
         writes.events.append(StatusEvent(email, "email.failed", data))
 
 
