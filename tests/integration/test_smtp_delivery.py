@@ -396,3 +396,23 @@ async def test_an_unusable_key_fails_its_email_and_spares_the_batch(settings: Se
         failed = (await m.get(f"/emails/{bad}/events"))["data"][-1]
         assert failed["type"] == "email.failed" and "signing" in failed["data"]["failed"]["reason"]
         assert [msg.recipients for msg in sink.messages] == [["someone@example.com"]]
+
+
+async def test_connections_per_destination_are_capped_and_reused(zone: ZoneServer) -> None:
+    zone.set("example.com", "MX", (10, "mx.example.com"))
+    zone.set("mx.example.com", "A", "127.0.0.1")
+    async with running_sink() as sink:
+        pool = ConnectionPool(per_destination=2)
+        transport = MxTransport(
+            Resolver(zone.nameservers), ClientOptions("mx.test"), pool, sink.port
+        )
+        envelopes = [
+            Envelope("b@send.acme.test", [f"user{i}@example.com"], f"<{i}@acme.test>")
+            for i in range(6)
+        ]
+        reports = await asyncio.gather(
+            *(transport.send(e, b"Subject: x\r\n\r\nbody\r\n") for e in envelopes)
+        )
+        assert [r.code for report in reports for r in report.replies] == [250] * 6
+        assert len(sink.messages) == 6 and sink.connections == 2
+        await pool.close()

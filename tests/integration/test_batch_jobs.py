@@ -1,0 +1,76 @@
+"""Batch handlers: a worker hands every claimed job of a kind to one call."""
+
+from __future__ import annotations
+
+from posthaste.bootstrap import Services
+from posthaste.core.ids import now_ms
+from posthaste.core.models import Job
+from posthaste.storage import jobs as jobs_repo
+from posthaste.workers.runner import Worker
+
+
+async def _enqueue(services: Services, kind: str, count: int) -> None:
+    now = now_ms()
+    rows = [jobs_repo.job_row(kind, f"{kind}-{i}", None, now, now) for i in range(count)]
+    async with services.db.transaction() as tx:
+        await jobs_repo.enqueue_many(tx, rows)
+
+
+async def test_batch_and_single_handlers_share_a_claim(services: Services) -> None:
+    await _enqueue(services, "batched", 10)
+    await _enqueue(services, "single", 3)
+    batches: list[list[str]] = []
+    singles: list[str] = []
+
+    async def batch(jobs: list[Job]) -> None:
+        batches.append([job.ref for job in jobs])
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish_many(tx, jobs)
+
+    async def single(job: Job) -> None:
+        singles.append(job.ref)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+
+    worker = Worker(
+        services.db,
+        {"single": single},
+        lease_seconds=60,
+        batch_size=8,
+        batch_handlers={"batched": batch},
+    )
+    assert await worker.run_until_idle() == 13
+    assert sorted(ref for group in batches for ref in group) == sorted(
+        f"batched-{i}" for i in range(10)
+    )
+    assert all(len(group) <= 8 for group in batches) and len(batches) >= 2
+    assert sorted(singles) == ["single-0", "single-1", "single-2"]
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0
+
+
+async def test_a_failing_batch_leaves_its_jobs_for_after_the_lease(services: Services) -> None:
+    await _enqueue(services, "batched", 3)
+
+    async def broken(jobs: list[Job]) -> None:
+        raise RuntimeError("boom")
+
+    worker = Worker(services.db, {}, lease_seconds=60, batch_handlers={"batched": broken})
+    assert await worker.run_until_idle() == 3
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 3  # still there, leased
+        assert await jobs_repo.next_due_at(tx, ["batched"]) > now_ms() + 50_000
+
+
+async def test_retry_many_is_fenced_by_attempts(services: Services) -> None:
+    await _enqueue(services, "batched", 2)
+    async with services.db.transaction() as tx:
+        first, second = await jobs_repo.claim(tx, ["batched"], "w", now_ms(), 60_000, 10)
+    stale = Job(second.id, second.kind, second.ref, second.team_id, second.attempts - 1)
+    later = now_ms() + 5_000
+    async with services.db.transaction() as tx:
+        await jobs_repo.retry_many(tx, [(first, later), (stale, later)])
+        await jobs_repo.finish_many(tx, [stale])
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 2  # the stale holder changed nothing
+        assert await jobs_repo.next_due_at(tx, ["batched"]) == later
