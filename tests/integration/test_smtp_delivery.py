@@ -416,3 +416,28 @@ async def test_connections_per_destination_are_capped_and_reused(zone: ZoneServe
         assert [r.code for report in reports for r in report.replies] == [250] * 6
         assert len(sink.messages) == 6 and sink.connections == 2
         await pool.close()
+
+
+async def test_a_silent_server_times_out_into_a_deferral(zone: ZoneServer) -> None:
+    zone.set("example.com", "MX", (10, "mx.example.com"))
+    zone.set("mx.example.com", "A", "127.0.0.1")
+    silent: list[asyncio.StreamWriter] = []
+
+    async def never_greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        silent.append(writer)  # accepts the connection and says nothing
+
+    server = await asyncio.start_server(never_greet, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        options = ClientOptions("mx.test", timeout=0.3)
+        transport = MxTransport(Resolver(zone.nameservers), options, ConnectionPool(), port)
+        envelope = Envelope("b@send.acme.test", ["x@example.com"], "<1@acme.test>")
+        report = await transport.send(envelope, b"Subject: x\r\n\r\nbody\r\n")
+        [reply] = report.replies
+        assert reply.code == 451 and "timed out" in reply.text
+        assert "timed out" in str(report.sessions[0].transcript)
+    finally:
+        for writer in silent:
+            writer.close()
+        server.close()
+        await server.wait_closed()
