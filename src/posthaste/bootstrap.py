@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.config import Settings
+from posthaste.core.templates import ParseCache
 from posthaste.errors import ConfigError
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
@@ -18,12 +19,13 @@ from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.sending import (
     DELIVER_JOB,
     ContentResolver,
-    InlineContent,
     NoVerifiedDomains,
     SenderPolicy,
     SendingService,
 )
 from posthaste.services.teams import TeamService
+from posthaste.services.template_content import TemplateContent
+from posthaste.services.templates import TemplateService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
@@ -43,6 +45,7 @@ class Services:
     streams: StreamService
     suppressions: SuppressionService
     delivery: DeliveryService
+    templates: TemplateService
     workers: list[Worker] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
@@ -73,6 +76,7 @@ def build_services(
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
     transports = build_transports(settings)
+    parsed_templates = ParseCache()
     return Services(
         settings=settings,
         db=db,
@@ -80,7 +84,7 @@ def build_services(
         teams=TeamService(db),
         sending=SendingService(
             db,
-            content or InlineContent(),
+            content or TemplateContent(parsed_templates),
             senders or NoVerifiedDomains(settings.default_region),
         ),
         emails=EmailQueries(db),
@@ -90,6 +94,7 @@ def build_services(
         streams=StreamService(db),
         suppressions=SuppressionService(db),
         delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+        templates=TemplateService(db, parsed_templates),
     )
 
 
