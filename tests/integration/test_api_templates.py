@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
 from posthaste.bootstrap import Services
+from posthaste.storage import tables
 from tests.conftest import Tenant, make_tenant
 from tests.integration.test_api_emails import assert_error
 
@@ -298,3 +301,28 @@ async def test_openapi_documents_the_templates_endpoints(client: httpx.AsyncClie
     assert "get" in paths["/templates/{template_id}/preview"]
     assert "post" in paths["/templates/{template_id}/duplicate"]
     assert "CreateTemplateRequest" in document["components"]["schemas"]
+
+
+async def version_count(services: Services) -> int:
+    async with services.db.read() as tx:
+        query = select(func.count()).select_from(tables.template_versions)
+        return int((await tx.conn.execute(query)).scalar_one())
+
+
+async def test_only_the_published_version_and_the_draft_are_kept(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    record = await create(client, tenant)
+    path = f"/templates/{record['id']}"
+    await client.post(f"{path}/publish", headers=tenant.headers())
+    edits = [
+        client.patch(path, json={"subject": f"Edit {n}"}, headers=tenant.headers())
+        for n in range(8)
+    ]
+    answers = await asyncio.gather(*edits)
+    assert [r.status_code for r in answers] == [200] * 8, [r.text for r in answers]
+    assert await version_count(services) == 2
+    await client.post(f"{path}/publish", headers=tenant.headers())
+    assert await version_count(services) == 1
+    await client.delete(path, headers=tenant.headers())
+    assert await version_count(services) == 0

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posthaste.core import templates as templates_module
@@ -146,6 +146,7 @@ fragments = st.sampled_from(["{{", "}}", "{{{", "}}}", " ", ".", "{", "}", "\n",
 template_text = st.lists(fragments | names | st.text(max_size=6), max_size=30).map("".join)
 
 
+@settings(max_examples=300, deadline=None)
 @given(template_text, data_objects, st.booleans())
 def test_rendering_never_fails_except_for_missing_values(
     source: str, data: dict[str, Any], escape: bool
@@ -162,12 +163,14 @@ def test_rendering_never_fails_except_for_missing_values(
         assert render(parsed, values, escape_html=escape) == kept
 
 
+@settings(deadline=None)
 @given(template_text)
 def test_parsing_keeps_every_character(source: str) -> None:
     parts = parse_template(source).parts
     assert "".join(p if isinstance(p, str) else p.source for p in parts) == source
 
 
+@settings(max_examples=300, deadline=None)
 @given(st.text(), st.text())
 def test_html_escaping_is_complete(value: str, raw: str) -> None:
     rendered = render_html("<p>{{ v }}</p>", {"v": value})
@@ -178,6 +181,7 @@ def test_html_escaping_is_complete(value: str, raw: str) -> None:
     assert render_html("{{{ v }}}", {"v": raw}) == raw
 
 
+@settings(max_examples=300, deadline=None)
 @given(st.lists(fragments | names | st.text(max_size=4), max_size=20).map("".join), names)
 def test_a_rendered_value_is_never_read_again(value: str, other: str) -> None:
     data = {"v": value, other: "INJECTED", "v2": value}
@@ -185,6 +189,7 @@ def test_a_rendered_value_is_never_read_again(value: str, other: str) -> None:
     assert render_text("{{{ v }}}|{{ v2 }}", data) == f"{value}|{value}"
 
 
+@settings(deadline=None)
 @given(data_objects, names)
 def test_a_value_renders_as_its_text(data: dict[str, Any], name: str) -> None:
     parsed = parse_template(f"{{{{ {name} }}}}")

@@ -77,7 +77,7 @@ class TemplateService:
     async def update(self, principal: Principal, ref: str, body: dict[str, Any]) -> Template:
         changes = template_changes(body, creating=False)
         async with self.db.transaction() as tx:
-            current = await _existing(tx, principal, ref)
+            current = await _existing(tx, principal, ref, for_update=True)
             now = now_ms()
             values: dict[str, Any] = {"updated_at": now}
             for name in ("name", "alias"):
@@ -101,7 +101,7 @@ class TemplateService:
     async def publish(self, principal: Principal, ref: str) -> Template:
         """Freeze the draft as what sends use; publishing an unchanged template changes nothing."""
         async with self.db.transaction() as tx:
-            current = await _existing(tx, principal, ref)
+            current = await _existing(tx, principal, ref, for_update=True)
             if current.published_version_id == current.draft.id:
                 return current
             now = now_ms()
@@ -125,7 +125,7 @@ class TemplateService:
     async def duplicate(self, principal: Principal, ref: str) -> Template:
         """A draft copy of the latest content, with a free ``-copy`` alias."""
         async with self.db.transaction() as tx:
-            source = await _existing(tx, principal, ref)
+            source = await _existing(tx, principal, ref, for_update=True)
             alias = await _copy_alias(tx, principal.team_id, source.alias)
             now = now_ms()
             copy_id = new_id()
@@ -139,13 +139,15 @@ class TemplateService:
 
     async def delete(self, principal: Principal, ref: str) -> Template:
         async with self.db.transaction() as tx:
-            found = await _existing(tx, principal, ref)
+            found = await _existing(tx, principal, ref, for_update=True)
             await templates_repo.delete_template(tx, principal.team_id, found.id)
         return found
 
 
-async def _existing(tx: Tx, principal: Principal, ref: str) -> Template:
-    found = await templates_repo.get_template(tx, principal.team_id, ref)
+async def _existing(
+    tx: Tx, principal: Principal, ref: str, *, for_update: bool = False
+) -> Template:
+    found = await templates_repo.get_template(tx, principal.team_id, ref, for_update=for_update)
     if found is None:
         raise NotFound(f"Template {ref!r} was not found.")
     return found

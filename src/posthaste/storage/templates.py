@@ -91,8 +91,18 @@ def _by_ref(query: Select[Any], team_id: str, ref: str) -> Select[Any]:
     return query.where(templates.c.team_id == team_id, column == ref.lower())
 
 
-async def get_template(tx: Tx, team_id: str, ref: str) -> Template | None:
-    """The template with this id or alias in this team, with its draft content."""
+async def get_template(
+    tx: Tx, team_id: str, ref: str, *, for_update: bool = False
+) -> Template | None:
+    """The template with this id or alias in this team, with its draft content.
+
+    ``for_update`` locks the template row (PostgreSQL) so concurrent edits apply one by one.
+    The lock is taken alone, before the join: a joined ``FOR UPDATE`` would re-check the join
+    against the version row read before the wait, and miss a template whose draft just changed.
+    """
+    if for_update:
+        lock = _by_ref(select(templates.c.id), team_id, ref).with_for_update()
+        await tx.conn.execute(lock)
     row = (await tx.conn.execute(_by_ref(_with_draft(), team_id, ref))).first()
     return _template(row) if row else None
 
