@@ -22,6 +22,7 @@ envelopes) goes through ``parse_address``, so the rules live here once:
 
 from __future__ import annotations
 
+import functools
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -83,6 +84,13 @@ def parse_address(value: str, field: str) -> Address:
     """Parse one address as a caller wrote it; raise ``ValidationError`` naming ``field`` if bad."""
     if not isinstance(value, str):
         raise ValidationError(f"{field!r} must be an address string, got {json_type(value)}.")
+    return _parse_address_text(value, field)
+
+
+# Senders and recipients repeat (a batch shares its sender); validation with IDNA is the
+# costliest step of accepting an email, and its result depends on the text alone.
+@functools.lru_cache(maxsize=4096)
+def _parse_address_text(value: str, field: str) -> Address:
     _check_length(value, field)
     _check_characters(value, field)
     text = value.strip()
