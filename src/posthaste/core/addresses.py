@@ -240,10 +240,16 @@ def _validate_addr_spec(addr_spec: str, field: str, value: str) -> tuple[str, st
 def _to_a_label(domain: str, field: str, value: str) -> str:
     """The lowercase IDNA A-label form (UTS #46 mapping, as browsers and MTAs apply it)."""
     try:
-        ascii_domain = idna.encode(domain, uts46=True).decode("ascii").lower()
-        idna.decode(ascii_domain)
+        return _a_label(domain)
     except idna.IDNAError as exc:
         raise _invalid(field, value, f"the domain is not valid IDNA ({exc})") from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _a_label(domain: str) -> str:
+    # Cached: recipients differ but their domains repeat, and IDNA checks are costly.
+    ascii_domain = idna.encode(domain, uts46=True).decode("ascii").lower()
+    idna.decode(ascii_domain)
     return ascii_domain
 
 
