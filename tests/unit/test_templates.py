@@ -182,7 +182,10 @@ def test_html_escaping_is_complete(value: str, raw: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(fragments | names | st.text(max_size=4), max_size=20).map("".join), names)
+@given(
+    st.lists(fragments | names | st.text(max_size=4), max_size=20).map("".join),
+    names.filter(lambda name: name not in ("v", "v2")),
+)
 def test_a_rendered_value_is_never_read_again(value: str, other: str) -> None:
     data = {"v": value, other: "INJECTED", "v2": value}
     assert render_text("{{ v }}", data) == value

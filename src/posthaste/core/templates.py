@@ -23,6 +23,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from posthaste.core.headers import validate_subject
@@ -55,14 +56,14 @@ class ParsedTemplate:
 
     parts: tuple[Part, ...]
 
-    @property
-    def placeholders(self) -> list[str]:
+    @cached_property
+    def placeholders(self) -> tuple[str, ...]:
         """The distinct placeholder paths, in order of first appearance."""
         seen: dict[str, None] = {}
         for part in self.parts:
             if isinstance(part, Placeholder):
                 seen.setdefault(part.path, None)
-        return list(seen)
+        return tuple(seen)
 
 
 def is_variable_path(key: str) -> bool:
@@ -126,13 +127,26 @@ class Values:
     def __init__(self, data: Mapping[str, Any], fallbacks: Mapping[str, object]) -> None:
         self.data = data
         self.fallbacks = fallbacks
+        self._texts: dict[str, str | None] = {}
+        self._escaped: dict[str, str] = {}
 
     def text_of(self, path: str) -> str | None:
         """The text for a placeholder path, or None when it has no value and no fallback."""
+        if path in self._texts:
+            return self._texts[path]
         value = lookup(self.data, path)
         if value is _NO_VALUE:
             value = self.fallbacks.get(path)
-        return None if value is None else format_value(value)
+        text = None if value is None else format_value(value)
+        self._texts[path] = text
+        return text
+
+    def escaped_text_of(self, path: str, text: str) -> str:
+        """``text`` (the value of ``path``) HTML-escaped, escaped once per rendering."""
+        escaped = self._escaped.get(path)
+        if escaped is None:
+            escaped = self._escaped[path] = html.escape(text, quote=True)
+        return escaped
 
     def missing(self, templates: Sequence[ParsedTemplate | None]) -> list[str]:
         """Every placeholder path in ``templates`` without a value or a fallback."""
@@ -177,7 +191,7 @@ def _substitute(part: Placeholder, values: Values, escape_html: bool, keep_missi
         if keep_missing:
             return part.source
         raise missing_variables_error([part.path])
-    return html.escape(text, quote=True) if escape_html and not part.raw else text
+    return values.escaped_text_of(part.path, text) if escape_html and not part.raw else text
 
 
 def missing_variables_error(paths: Sequence[str]) -> ValidationError:
