@@ -60,6 +60,14 @@ ENHANCED: dict[str, str] = {
         "530 5.7.0 Must issue a STARTTLS command first"
     ),
     "552 Error: Too much mail data": "552 5.3.4 Message size exceeds fixed maximum size",
+    "503 Error: send EHLO first": "503 5.5.1 Send EHLO first",
+    "503 Error: send HELO first": "503 5.5.1 Send HELO first",
+    "503 Error: need MAIL command": "503 5.5.1 Need MAIL command",
+    "503 Error: need RCPT command": "503 5.5.1 Need RCPT command",
+    "503 Error: nested MAIL command": "503 5.5.1 Nested MAIL command",
+    "503 Already authenticated": "503 5.5.1 Already authenticated",
+    "500 Line too long (see RFC5321 4.5.3.1.6)": "500 5.5.2 Line too long (RFC 5321 4.5.3.1.6)",
+    "454 TLS not available": "454 4.7.0 TLS not available",
     "552 Error: message size exceeds fixed maximum message size": (
         "552 5.3.4 Message size exceeds fixed maximum size"
     ),

@@ -1,0 +1,282 @@
+"""The SMTP relay with smtplib as the client, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import smtplib
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any
+
+import httpx
+import pytest
+
+from posthaste.bootstrap import Services
+from posthaste.smtp.relay import MAX_MESSAGE_BYTES, Listener, RelayServer
+from posthaste.smtp.tls import CERT_FILENAME
+from tests.conftest import Tenant, make_tenant
+
+
+@dataclass
+class Relay:
+    server: RelayServer
+    starttls_port: int
+    tls_port: int
+    context: ssl.SSLContext
+
+
+@pytest.fixture
+async def relay(services: Services) -> AsyncIterator[Relay]:
+    server = RelayServer(
+        services, "127.0.0.1", [Listener(0, False), Listener(0, True)], max_message_bytes=64_000
+    )
+    await server.start()
+    cafile = services.settings.data_dir / CERT_FILENAME
+    context = ssl.create_default_context(cafile=str(cafile))
+    yield Relay(server, *server.ports, context)
+    await server.close()
+
+
+def message(**headers: str) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = "Acme <hello@acme.test>"
+    msg["To"] = "Ann <ann@example.com>"
+    msg["Subject"] = "Your order"
+    for name, value in headers.items():
+        del msg[name.replace("_", "-")]
+        msg[name.replace("_", "-")] = value
+    msg.set_content("Thanks for your order.\n")
+    msg.add_alternative("<p>Thanks for your <b>order</b>.</p>", subtype="html")
+    return msg
+
+
+def _session(relay: Relay, implicit: bool) -> smtplib.SMTP:
+    if implicit:
+        return smtplib.SMTP_SSL("127.0.0.1", relay.tls_port, context=relay.context, timeout=30)
+    client = smtplib.SMTP("127.0.0.1", relay.starttls_port, timeout=30)
+    client.starttls(context=relay.context)
+    return client
+
+
+def _submit(
+    relay: Relay, key: str, raw: bytes, rcpts: list[str], implicit: bool
+) -> tuple[int, str]:
+    with _session(relay, implicit) as client:
+        client.login("posthaste", key)
+        code, reply = client.mail("bounce@acme.test")
+        assert code == 250, reply
+        for rcpt in rcpts:
+            code, reply = client.rcpt(rcpt)
+            assert code == 250, reply
+        code, reply = client.data(raw)
+        return code, reply.decode()
+
+
+async def submit(
+    relay: Relay,
+    key: str,
+    msg: EmailMessage | bytes,
+    rcpts: list[str] | None = None,
+    *,
+    implicit: bool = False,
+) -> tuple[int, str]:
+    raw = msg if isinstance(msg, bytes) else msg.as_bytes(policy=email.policy.SMTP)
+    return await asyncio.to_thread(_submit, relay, key, raw, rcpts or ["ann@example.com"], implicit)
+
+
+async def accepted_id(relay: Relay, key: str, msg: EmailMessage, **options: Any) -> str:
+    code, reply = await submit(relay, key, msg, **options)
+    assert code == 250 and reply.startswith("OK "), reply
+    return reply.removeprefix("OK ")
+
+
+async def get(client: httpx.AsyncClient, tenant: Tenant, path: str) -> Any:
+    response = await client.get(path, headers=tenant.headers())
+    assert response.status_code == 200, response.text
+    return response if path.endswith("/raw") else response.json()
+
+
+async def test_starttls_auth_and_the_record_from_the_headers(
+    relay: Relay, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    msg = message(
+        Cc="carol@example.com",
+        X_Posthaste_Tags="plan=pro, kind=receipt",
+        X_Posthaste_Stream="broadcast",
+    )
+    rcpts = ["ann@example.com", "carol@example.com", "audit@acme.test"]
+    email_id = await accepted_id(relay, tenant.test, msg, rcpts=rcpts)
+    record = await get(client, tenant, f"/emails/{email_id}")
+    assert record["from"] == "Acme <hello@acme.test>" and record["subject"] == "Your order"
+    assert (record["to"], record["cc"], record["bcc"]) == (
+        ["Ann <ann@example.com>"],
+        ["carol@example.com"],
+        ["audit@acme.test"],
+    )
+    assert record["tags"] == {"plan": "pro", "kind": "receipt"}
+    assert record["stream_id"] == "broadcast" and record["status"] == "queued"
+    assert record["text"] == "Thanks for your order.\n" and "<b>order</b>" in record["html"]
+    raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content
+    assert b"x-posthaste" not in raw.lower()
+    stored = email.message_from_bytes(raw, policy=email.policy.default)
+    assert stored["Message-ID"] == record["message_id"] and stored["Date"] is not None
+
+
+async def test_implicit_tls_with_auth_login_and_a_sending_key(
+    relay: Relay, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    def send() -> tuple[int, bytes]:
+        with _session(relay, implicit=True) as smtp:
+            smtp.ehlo()
+            smtp.user, smtp.password = "posthaste", tenant.sending
+            code, reply = smtp.auth("LOGIN", smtp.auth_login)
+            assert code == 235, reply
+            smtp.mail("hello@acme.test")
+            smtp.rcpt("ann@example.com")
+            return smtp.data(message().as_bytes(policy=email.policy.SMTP))
+
+    code, reply = await asyncio.to_thread(send)
+    assert code == 250
+    record = await get(client, tenant, f"/emails/{reply.decode().removeprefix('OK ')}")
+    assert record["to"] == ["Ann <ann@example.com>"]
+
+
+@pytest.mark.parametrize("user", ["posthaste", "someone"])
+async def test_a_wrong_key_or_user_is_535(relay: Relay, tenant: Tenant, user: str) -> None:
+    def login() -> str:
+        with _session(relay, implicit=False) as smtp:
+            password = "ph_test_" + "x" * 32 if user == "posthaste" else tenant.test
+            with pytest.raises(smtplib.SMTPAuthenticationError) as caught:
+                smtp.login(user, password)
+            return f"{caught.value.smtp_code} {caught.value.smtp_error.decode()}"
+
+    assert (await asyncio.to_thread(login)).startswith("535 5.7.8 ")
+
+
+async def test_no_auth_before_starttls_and_no_mail_before_auth(
+    relay: Relay, tenant: Tenant
+) -> None:
+    def talk() -> list[tuple[int, bytes]]:
+        with smtplib.SMTP("127.0.0.1", relay.starttls_port, timeout=30) as smtp:
+            smtp.ehlo()
+            assert not smtp.has_extn("auth") and smtp.has_extn("starttls")
+            replies = [smtp.docmd("AUTH", "PLAIN " + "AHBvc3RoYXN0ZQB4")]
+            replies.append(smtp.mail("hello@acme.test"))
+            smtp.starttls(context=relay.context)
+            smtp.ehlo()
+            assert smtp.has_extn("auth") and "PLAIN" in smtp.esmtp_features["auth"]
+            replies.append(smtp.mail("hello@acme.test"))
+            return replies
+
+    replies = await asyncio.to_thread(talk)
+    assert [(code, text[:5]) for code, text in replies] == [
+        (530, b"5.7.0"),
+        (530, b"5.7.0"),
+        (530, b"5.7.0"),
+    ]
+
+
+async def test_idempotency_key_replays_the_first_email(relay: Relay, tenant: Tenant) -> None:
+    raw = message(X_Posthaste_Idempotency_Key="o-1").as_bytes(policy=email.policy.SMTP)
+    first, again = [await submit(relay, tenant.test, raw) for _ in range(2)]
+    assert first[0] == 250 and again == first
+    other = message(X_Posthaste_Idempotency_Key="o-1", Subject="Another")
+    code, reply = await submit(relay, tenant.test, other)
+    assert (code, reply[:5]) == (554, "5.6.0")
+
+
+async def test_a_suppressed_recipient_is_550_511(
+    relay: Relay, services: Services, tenant: Tenant
+) -> None:
+    principal = await services.teams.authenticate(tenant.test)
+    await services.suppressions.add(principal, "ann@example.com")
+    code, reply = await submit(relay, tenant.test, message())
+    assert (code, reply[:5]) == (550, "5.1.1") and "ann@example.com" in reply
+
+
+async def test_the_size_limit_is_advertised_and_enforced(relay: Relay, tenant: Tenant) -> None:
+    assert MAX_MESSAGE_BYTES == 25 * 1024 * 1024  # the relay's default, like the API's
+
+    def talk() -> tuple[str, tuple[int, bytes], tuple[int, bytes]]:
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", tenant.test)
+            size = smtp.esmtp_features["size"]
+            declared = smtp.mail("hello@acme.test", ["SIZE=64001"])
+            smtp.rset()
+            smtp.mail("hello@acme.test")
+            smtp.rcpt("ann@example.com")
+            big = message()
+            big.add_attachment(b"x" * 70_000, "application", "octet-stream", filename="big")
+            return size, declared, smtp.data(big.as_bytes(policy=email.policy.SMTP))
+
+    size, declared, data = await asyncio.to_thread(talk)
+    assert size == "64000"
+    assert (declared[0], declared[1][:5]) == (552, b"5.3.4")
+    assert (data[0], data[1][:5]) == (552, b"5.3.4")
+
+
+async def test_a_live_key_from_an_unverified_domain_is_550_571(
+    relay: Relay, tenant: Tenant
+) -> None:
+    code, reply = await submit(relay, tenant.live, message())
+    assert (code, reply[:5]) == (550, "5.7.1") and "acme.test" in reply
+
+
+async def test_invalid_content_is_554_560(relay: Relay, tenant: Tenant) -> None:
+    code, reply = await submit(relay, tenant.test, b"Subject: no sender\r\n\r\nhi\r\n")
+    assert (code, reply[:5]) == (554, "5.6.0") and "From" in reply
+
+
+async def test_rate_limit_and_quota_replies(relay: Relay, services: Services) -> None:
+    limited = await make_tenant(services, rate_limit=1)
+
+    def burst() -> list[tuple[int, bytes]]:
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", limited.test)
+            replies = []
+            for _ in range(8):
+                smtp.mail("hello@acme.test")
+                smtp.rcpt("ann@example.com")
+                replies.append(smtp.data(message().as_bytes(policy=email.policy.SMTP)))
+            return replies
+
+    replies = await asyncio.to_thread(burst)
+    assert replies[0][0] == 250 and (451, b"4.7.1") in [(c, t[:5]) for c, t in replies]
+    quota = await make_tenant(services, daily_quota=1)
+    assert (await submit(relay, quota.test, message()))[0] == 250
+    code, reply = await submit(relay, quota.test, message())
+    assert (code, reply[:5]) == (452, "4.5.3")
+
+
+async def test_attachments_are_listed_like_rest_mail(
+    relay: Relay, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    msg = message()
+    msg.add_attachment(b"%PDF-1.4 tiny", "application", "pdf", filename="invoice.pdf")
+    email_id = await accepted_id(relay, tenant.test, msg)
+    listed = (await get(client, tenant, f"/emails/{email_id}/attachments"))["data"]
+    assert [(a["filename"], a["content_type"], a["size"]) for a in listed] == [
+        ("invoice.pdf", "application/pdf", 13)
+    ]
+
+
+async def test_the_submitted_mime_is_delivered_unchanged(
+    relay: Relay, services: Services, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    msg = message(X_Posthaste_Tags="a=1")
+    submitted = msg.as_bytes(policy=email.policy.SMTP)
+    email_id = await accepted_id(relay, tenant.test, msg)
+    await services.make_worker().run_until_idle()
+    record = await get(client, tenant, f"/emails/{email_id}")
+    assert record["status"] == "delivered"
+    raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content
+    added, _, rest = raw.partition(b"\r\n")
+    assert added == f"Message-ID: {record['message_id']}".encode()
+    date, _, rest = rest.partition(b"\r\n")
+    assert date.startswith(b"Date: ")
+    without_tags = submitted.replace(b"X-Posthaste-Tags: a=1\r\n", b"")
+    assert rest == without_tags
