@@ -140,3 +140,17 @@ def test_internal_errors_do_not_leak_their_text() -> None:
     assert reply_for(RuntimeError("secret dsn")) is INTERNAL
     assert "secret" not in reply_line(RuntimeError("secret dsn"))
     assert reply_line(errors.ValidationError("bad\r\nline é")) == "554 5.6.0 bad line ?"
+
+
+def test_encoded_and_raw_utf8_headers_and_odd_charsets_are_read() -> None:
+    raw = (
+        "From: =?utf-8?q?Caf=C3=A9?= <café@acme.test>\r\n"
+        "To: ann@example.com\r\n"
+        "Subject: =?utf-8?b?w6l0w6k=?= report\r\n"
+        "Content-Type: text/plain; charset=x-unknown\r\n"
+        "\r\n"
+        "caf\xe9\r\n"
+    ).encode()
+    request = parse_submission(raw, ["ann@example.com"], NOW).request
+    assert request.from_.formatted() == "Café <café@acme.test>"
+    assert request.subject == "été report" and request.text == "café\n"
