@@ -2,9 +2,11 @@
 
 A client authenticates once per connection (AUTH PLAIN or LOGIN, only over TLS; user
 ``posthaste``, password an API key), then submits any number of messages. Each message goes
-through the rate limit and then ``services.sending.accept()``, the one send path, which keeps the
-submitted MIME as the email's raw message. The DATA reply is ``250 OK <email id>``; every error
-is answered from ``smtp.replies``. Nothing is delivered inside the session: workers do that.
+through the rate limit and then the one send path, ``services.sending.accept()`` (whose group
+commit writes the messages of concurrent connections together). The submitted MIME is kept as
+the email's raw message.
+The DATA reply is ``250 OK <email id>``; every error is answered from ``smtp.replies``.
+Nothing is delivered inside the session: workers do that after commit.
 """
 
 from __future__ import annotations
