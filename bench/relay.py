@@ -5,8 +5,8 @@ process running a bare aiosmtpd server with the same TLS certificate, STARTTLS a
 DATA handler only answers 250 (what aiosmtpd itself costs, with no parsing and no database).
 The load generator is ``aiosmtplib`` on uvloop in this process: ``--connections`` connections
 (16 by default), each doing STARTTLS and AUTH once, then submitting messages back to back
-(MAIL, RCPT, DATA per message; about 2 KB, text and html). Messages/s counts 250 replies
-completed inside the measured window. Prints a markdown table and writes
+(MAIL, RCPT, DATA per message; about 2 KB, text and html, a new recipient each).
+Messages/s counts 250 replies completed inside the measured window. Prints a markdown table and writes
 ``bench/results/relay-<timestamp>.json``.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -53,10 +54,10 @@ class Figures:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-def sample_message() -> bytes:
+def sample_message(recipient: str = "customer@example.com") -> bytes:
     msg = EmailMessage()
     msg["From"] = "Acme <hello@acme.test>"
-    msg["To"] = "Customer <customer@example.com>"
+    msg["To"] = f"Customer <{recipient}>"
     msg["Subject"] = "Your receipt for order 1234"
     msg["X-Posthaste-Tags"] = "kind=receipt"
     line = "Thank you for your order. Your items will ship within two business days.\n"
@@ -65,8 +66,14 @@ def sample_message() -> bytes:
     return msg.as_bytes(policy=SMTP_POLICY)
 
 
+def recipients(connection: int) -> Iterator[str]:
+    """A new recipient for every message: address validation is not cached away."""
+    for number in itertools.count():
+        yield f"customer-{connection}-{number}@example.com"
+
+
 async def _connection(
-    port: int, key: str, context: ssl.SSLContext, window: tuple[float, float], raw: bytes
+    port: int, key: str, context: ssl.SSLContext, window: tuple[float, float], connection: int
 ) -> tuple[list[float], Counter[str]]:
     latencies: list[float] = []
     errors: Counter[str] = Counter()
@@ -74,9 +81,14 @@ async def _connection(
     await client.connect(start_tls=True)
     await client.login("posthaste", key)
     start, end = window
-    while (now := time.monotonic()) < end:
+    template = sample_message("{rcpt}")
+    for rcpt in recipients(connection):
+        now = time.monotonic()
+        if now >= end:
+            break
+        raw = template.replace(b"{rcpt}", rcpt.encode())
         try:
-            await client.sendmail("hello@acme.test", ["customer@example.com"], raw)
+            await client.sendmail("hello@acme.test", [rcpt], raw)
         except aiosmtplib.SMTPResponseException as exc:
             if now >= start:
                 errors[f"{exc.code}"] += 1
@@ -94,9 +106,8 @@ async def measure(
     context = ssl.create_default_context(cafile=str(cafile))
     start = time.monotonic() + warmup
     window = (start, start + duration)
-    raw = sample_message()
     results = await asyncio.gather(
-        *(_connection(port, key, context, window, raw) for _ in range(connections))
+        *(_connection(port, key, context, window, n) for n in range(connections))
     )
     latencies = sorted(value for values, _ in results for value in values)
     errors: Counter[str] = Counter()

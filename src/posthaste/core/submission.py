@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from email.message import Message
 from email.parser import BytesParser
-from email.utils import format_datetime
+from email.utils import format_datetime, getaddresses
 from typing import Any
 
 from posthaste.core.addresses import Address, parse_address
@@ -50,6 +50,7 @@ _CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")
 # is used only for the headers that need it (addresses, subject, encoded filenames).
 _PARSER = BytesParser(policy=email.policy.compat32)
 _HEADERS = email.policy.default
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,27 @@ def _single_from(message: Message) -> Address:
 def _mailboxes(message: Message, name: str) -> list[Address]:
     found: list[Address] = []
     for value in _raw_values(message, name):
+        if _is_plain(value):  # the common case, read without the (slow) header registry
+            pairs = getaddresses([_unfold(value)])
+            found.extend(_mailbox(display, addr, name) for display, addr in pairs if addr)
+            continue
         header = _HEADERS.header_factory(name, _header_text(value))
         for box in getattr(header, "addresses", ()):
             found.append(parse_address(str(box), name.lower()))
     return found
+
+
+def _mailbox(display: str, addr: str, name: str) -> Address:
+    return replace(parse_address(addr, name.lower()), name=display.strip() or None)
+
+
+def _is_plain(value: str) -> bool:
+    """ASCII without encoded words: no decoding needed."""
+    return value.isascii() and "=?" not in value
+
+
+def _unfold(value: str) -> str:
+    return _FOLD.sub("", value).strip()
 
 
 def _raw_values(message: Message, name: str) -> list[str]:
@@ -153,6 +171,8 @@ def _subject(message: Message) -> str:
     values = _raw_values(message, "Subject")
     if not values:
         return ""
+    if _is_plain(values[0]):
+        return _unfold(values[0])
     return str(_HEADERS.header_factory("Subject", _header_text(values[0])))
 
 
