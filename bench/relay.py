@@ -6,8 +6,8 @@ DATA handler only answers 250 (what aiosmtpd itself costs, with no parsing and n
 The load generator is ``aiosmtplib`` on uvloop in this process: ``--connections`` connections
 (16 by default), each doing STARTTLS and AUTH once, then submitting messages back to back
 (MAIL, RCPT, DATA per message; about 2 KB, text and html, a new recipient each).
-Messages/s counts 250 replies completed inside the measured window. Prints a markdown table and writes
-``bench/results/relay-<timestamp>.json``.
+Messages/s counts 250 replies completed inside the measured window. Prints a markdown table
+and writes ``bench/results/relay-<timestamp>.json``.
 """
 
 from __future__ import annotations
