@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from posthaste.bootstrap import Services
 from posthaste.smtp.relay import MAX_MESSAGE_BYTES, Listener, RelayServer
@@ -280,3 +281,64 @@ async def test_the_submitted_mime_is_delivered_unchanged(
     assert date.startswith(b"Date: ")
     without_tags = submitted.replace(b"X-Posthaste-Tags: a=1\r\n", b"")
     assert rest == without_tags
+
+
+async def test_the_51st_recipient_is_refused(relay: Relay, tenant: Tenant) -> None:
+    def talk() -> list[tuple[int, bytes]]:
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", tenant.test)
+            smtp.mail("hello@acme.test")
+            return [smtp.rcpt(f"r{n}@example.com") for n in range(51)]
+
+    replies = await asyncio.to_thread(talk)
+    assert {code for code, _ in replies[:50]} == {250}
+    assert (replies[50][0], replies[50][1][:5]) == (452, b"4.5.3")
+
+
+async def test_a_non_ascii_address_with_smtputf8(
+    relay: Relay, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    msg = message()
+    del msg["To"]
+    msg["To"] = "José <josé@example.com>"
+
+    def send() -> tuple[int, bytes]:
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", tenant.test)
+            smtp.mail("hello@acme.test", ["SMTPUTF8"])
+            smtp.rcpt("josé@example.com")
+            return smtp.data(msg.as_bytes(policy=email.policy.SMTPUTF8))
+
+    code, reply = await asyncio.to_thread(send)
+    assert code == 250, reply
+    record = await get(client, tenant, f"/emails/{reply.decode().removeprefix('OK ')}")
+    assert record["to"] == ["José <josé@example.com>"]
+
+
+async def test_a_database_outage_is_451_430_and_the_session_goes_on(
+    relay: Relay, services: Services, tenant: Tenant
+) -> None:
+    loop = asyncio.get_running_loop()
+    working = services.db.engine
+    down = create_async_engine("postgresql+asyncpg://postgres@127.0.0.1:1/none")
+
+    async def swap(engine: AsyncEngine) -> None:
+        services.db.engine = engine
+
+    def talk() -> list[tuple[int, bytes]]:
+        replies = []
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", tenant.test)
+            for engine in (down, working):
+                asyncio.run_coroutine_threadsafe(swap(engine), loop).result()
+                smtp.mail("hello@acme.test")
+                smtp.rcpt("ann@example.com")
+                replies.append(smtp.data(message().as_bytes(policy=email.policy.SMTP)))
+        return replies
+
+    try:
+        failed, accepted = await asyncio.to_thread(talk)
+    finally:
+        services.db.engine = working
+        await down.dispose()
+    assert (failed[0], failed[1][:5]) == (451, b"4.3.0") and accepted[0] == 250
