@@ -7,6 +7,7 @@ import email
 import email.policy
 import smtplib
 import ssl
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -342,3 +343,28 @@ async def test_a_database_outage_is_451_430_and_the_session_goes_on(
         services.db.engine = working
         await down.dispose()
     assert (failed[0], failed[1][:5]) == (451, b"4.3.0") and accepted[0] == 250
+
+
+async def test_a_key_revoked_during_a_session_stops_it(
+    relay: Relay, services: Services, tenant: Tenant
+) -> None:
+    loop = asyncio.get_running_loop()
+    [key] = [k for k in await services.teams.list_keys(tenant.team.id) if k.name == "send"]
+
+    def talk() -> list[tuple[int, bytes]]:
+        replies = []
+        with _session(relay, implicit=False) as smtp:
+            smtp.login("posthaste", tenant.sending)
+            deadline = time.monotonic() + 15  # revocation reaches the key cache at once or soon
+            while time.monotonic() < deadline and (not replies or replies[-1][0] == 250):
+                smtp.mail("hello@acme.test")
+                smtp.rcpt("ann@example.com")
+                replies.append(smtp.data(message().as_bytes(policy=email.policy.SMTP)))
+                if len(replies) == 1:
+                    revoke = services.teams.revoke_key(key.id)
+                    asyncio.run_coroutine_threadsafe(revoke, loop).result()
+        return replies
+
+    replies = await asyncio.to_thread(talk)
+    assert replies[0][0] == 250
+    assert (replies[-1][0], replies[-1][1][:5]) == (535, b"5.7.8")

@@ -80,6 +80,13 @@ class RelaySMTP(SMTP):
         return AuthResult(success=True, handled=False, auth_data=auth_data)
 
 
+@dataclass(frozen=True)
+class RelayLogin:
+    """What a session keeps after AUTH: the key, checked again for every message."""
+
+    token: str = field(repr=False)
+
+
 class RelayHandler:
     """The aiosmtpd handler: authenticates API keys and submits each message to the send path."""
 
@@ -92,20 +99,21 @@ class RelayHandler:
         if not parsed.success or not isinstance(credentials, LoginPassword):
             return parsed
         try:
-            principal = await self._principal(credentials)
+            login = await self._login(credentials)
         except PosthasteError as exc:
             return AuthResult(success=False, handled=False, message=reply_line(exc))
         except Exception:
             log.exception("relay authentication failed")
             return AuthResult(success=False, handled=False, message=AUTH_UNAVAILABLE)
-        return AuthResult(success=True, auth_data=principal)
+        return AuthResult(success=True, auth_data=login)
 
-    async def _principal(self, credentials: LoginPassword) -> Principal:
-        login = bytes(credentials.login).decode("utf-8", "replace")
+    async def _login(self, credentials: LoginPassword) -> RelayLogin:
+        user = bytes(credentials.login).decode("utf-8", "replace")
         token = bytes(credentials.password).decode("utf-8", "replace").strip()
-        if login.strip().lower() != USERNAME or not token:
+        if user.strip().lower() != USERNAME or not token:
             raise InvalidApiKey(f"Log in as user '{USERNAME}' with an API key as the password.")
-        return await self.services.teams.authenticate(token)
+        await self.services.teams.authenticate(token)
+        return RelayLogin(token)
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -117,10 +125,13 @@ class RelayHandler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
-        principal = session.auth_data
-        if not isinstance(principal, Principal):  # aiosmtpd requires AUTH before MAIL
+        login = session.auth_data
+        if not isinstance(login, RelayLogin):  # aiosmtpd requires AUTH before MAIL
             return "530 5.7.0 Authentication required"
         try:
+            # Per message, not once per session: a revoked key or new limits take effect at
+            # once (authenticate() remembers keys for a few seconds, so this costs no query).
+            principal = await self.services.teams.authenticate(login.token)
             email_id = await self.submit(principal, bytes(envelope.content), envelope.rcpt_tos)
         except PosthasteError as exc:
             return reply_line(exc)
