@@ -35,7 +35,7 @@ from typing import Any
 
 import aiosmtplib
 
-from bench import server
+from bench import cpu, server
 from bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,6 +52,13 @@ class Figures:
     p50_ms: float
     p99_ms: float
     errors: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def server_cpu_ms_per_message(self) -> float:
+        """CPU the server process spent per message: what bounds it on a core of its own."""
+        busy = self.cpu.get("server_pct", 0.0) / 100 * self.seconds
+        return round(1000 * busy / self.messages, 2) if self.messages else 0.0
 
 
 def sample_message(recipient: str = "customer@example.com") -> bytes:
@@ -83,7 +90,7 @@ async def _connection(
     start, end = window
     template = sample_message("{rcpt}")
     for rcpt in recipients(connection):
-        now = time.monotonic()
+        now = time.perf_counter()
         if now >= end:
             break
         raw = template.replace(b"{rcpt}", rcpt.encode())
@@ -93,7 +100,7 @@ async def _connection(
             if now >= start:
                 errors[f"{exc.code}"] += 1
             continue
-        done = time.monotonic()
+        done = time.perf_counter()
         if now >= start and done <= end:
             latencies.append(done - now)
     await client.quit()
@@ -101,11 +108,20 @@ async def _connection(
 
 
 async def measure(
-    name: str, port: int, key: str, cafile: Path, connections: int, warmup: float, duration: float
+    name: str,
+    server_pid: int,
+    port: int,
+    key: str,
+    cafile: Path,
+    connections: int,
+    warmup: float,
+    duration: float,
 ) -> Figures:
     context = ssl.create_default_context(cafile=str(cafile))
-    start = time.monotonic() + warmup
+    start = time.perf_counter() + warmup
     window = (start, start + duration)
+    pids = {"server": [server_pid], "client": [os.getpid()]}
+    usage = asyncio.create_task(cpu.during(pids, start, start + duration))
     results = await asyncio.gather(
         *(_connection(port, key, context, window, n) for n in range(connections))
     )
@@ -122,6 +138,7 @@ async def measure(
         p50_ms=round(percentile(latencies, 0.5) * 1000, 2),
         p99_ms=round(percentile(latencies, 0.99) * 1000, 2),
         errors=dict(errors),
+        cpu=await usage,
     )
 
 
@@ -195,7 +212,7 @@ def _process(
 
 
 @contextmanager
-def relay_server(backend: server.Backend) -> Iterator[tuple[int, str, Path]]:
+def relay_server(backend: server.Backend) -> Iterator[tuple[int, int, str, Path]]:
     """``posthaste serve --role smtp``: its STARTTLS port, a test key and its certificate."""
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     port = server.free_port()
@@ -206,22 +223,22 @@ def relay_server(backend: server.Backend) -> Iterator[tuple[int, str, Path]]:
         "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
     }
     args = [sys.executable, *server.SERVE]
-    with _process(args, env, backend.workdir, port, backend.workdir / "relay.log"):
+    with _process(args, env, backend.workdir, port, backend.workdir / "relay.log") as pid:
         server._cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", "0")
         key = server._cli(
             env, backend.workdir, "keys", "create", "--team", "bench", "--mode", "test"
         )
-        yield port, key, backend.data_dir / "smtp-tls-cert.pem"
+        yield pid, port, key, backend.data_dir / "smtp-tls-cert.pem"
 
 
 @contextmanager
-def sink_server(cert: Path, workdir: Path) -> Iterator[int]:
+def sink_server(cert: Path, workdir: Path) -> Iterator[tuple[int, int]]:
     port = server.free_port()
     key = cert.with_name("smtp-tls-key.pem")
     args = [sys.executable, "-m", "bench.relay", "--sink", str(port), str(cert), str(key)]
     env = {**os.environ, "PYTHONPATH": server._pythonpath()}
-    with _process(args, env, workdir, port, workdir / "sink.log"):
-        yield port
+    with _process(args, env, workdir, port, workdir / "sink.log") as pid:
+        yield pid, port
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -230,32 +247,39 @@ def sink_server(cert: Path, workdir: Path) -> Iterator[int]:
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
     import uvloop
 
-    def measured(label: str, port: int, key: str, cert: Path) -> Figures:
-        load = measure(label, port, key, cert, args.connections, args.warmup, args.duration)
+    def measured(label: str, pid: int, port: int, key: str, cert: Path) -> Figures:
+        load = measure(label, pid, port, key, cert, args.connections, args.warmup, args.duration)
         return uvloop.run(load)
 
     with (
         server.prepared(name, workdir / name) as backend,
-        relay_server(backend) as (port, key, cert),
+        relay_server(backend) as (pid, port, key, cert),
     ):
-        figures = [measured(f"{name}: relay", port, key, cert)]
-        with sink_server(cert, backend.workdir) as sink_port:
-            figures.append(measured(f"{name}: bare aiosmtpd sink", sink_port, "any", cert))
+        figures = [measured(f"{name}: relay", pid, port, key, cert)]
+        with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
+            label = f"{name}: bare aiosmtpd sink"
+            figures.append(measured(label, sink_pid, sink_port, "any", cert))
     return figures
 
 
 def table(figures: list[Figures]) -> str:
     lines = [
-        "| measurement | connections | messages/s | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|",
+        "| measurement | connections | messages/s | p50 ms | p99 ms | server CPU ms/message "
+        "| CPU % (server / client / postgres / machine) | errors |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for f in figures:
         errors = ", ".join(f"{k}: {v}" for k, v in f.errors.items()) or "none"
         lines.append(
             f"| {f.name} | {f.connections} | {f.messages_per_s:,.0f} | {f.p50_ms} | "
-            f"{f.p99_ms} | {errors} |"
+            f"{f.p99_ms} | {f.server_cpu_ms_per_message} | {_cpu(f)} | {errors} |"
         )
     return "\n".join(lines)
+
+
+def _cpu(f: Figures) -> str:
+    parts = ("server_pct", "client_pct", "postgres_pct", "machine_pct")
+    return " / ".join(f"{f.cpu.get(p, 0):.0f}" for p in parts)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -277,7 +301,10 @@ def main(argv: list[str] | None = None) -> None:
     print(table(figures))
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"relay-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    path.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
+    document = [
+        {**asdict(f), "server_cpu_ms_per_message": f.server_cpu_ms_per_message} for f in figures
+    ]
+    path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nwritten to {path}")
 
 
