@@ -63,6 +63,13 @@ def test_control_headers_are_read_and_removed_byte_for_byte() -> None:
     assert b"posthaste" not in (submission.request.raw or b"").lower()
 
 
+def test_a_bcc_header_is_not_kept() -> None:
+    raw = mime(Bcc="secret@example.com")
+    request = parse_submission(raw, ["ann@example.com", "secret@example.com"], NOW).request
+    assert [a.address for a in request.bcc] == ["secret@example.com"]
+    assert request.raw == mime() and b"secret" not in (request.raw or b"")
+
+
 def test_a_missing_message_id_and_date_are_added_on_top() -> None:
     raw = mime(Message_ID="", Date="")
     request = parse_submission(raw, ["ann@example.com"], NOW).request

@@ -13,8 +13,9 @@ Decisions:
   envelope recipient (a list expanded by the client), the envelope recipients are the ``to``.
 - ``X-Posthaste-Tags: k=v, k2=v2``, ``X-Posthaste-Stream: <id>`` and
   ``X-Posthaste-Idempotency-Key: <key>`` are read; every ``X-Posthaste-*`` field is removed from
-  the stored message. The other header lines and the body are kept byte for byte; a missing
-  ``Message-ID`` or ``Date`` is added at the top.
+  the stored message, and so is a ``Bcc`` field (as MTAs do on submission). The other header
+  lines and the body are kept byte for byte; a missing ``Message-ID`` or ``Date`` is added at
+  the top.
 - A message without a ``Subject`` has the empty subject; one without a text or html body part
   is recorded with an empty ``text``.
 """
@@ -83,7 +84,7 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     message_id, added = _message_id(message, sender)
     if message.get("Date") is None:
         added.append(f"Date: {format_datetime(now)}\r\n".encode("ascii"))
-    kept = b"".join(f.lines for f in fields if not f.name.startswith(CONTROL_PREFIX))
+    kept = b"".join(f.lines for f in fields if not _removed(f.name))
     check_attachment_budget(bodies.attachments)
     request = replace(
         request,
@@ -93,6 +94,11 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
     return Submission(request, key, _fingerprint(raw, recipients))
+
+
+def _removed(name: bytes) -> bool:
+    """Our control headers, and ``Bcc`` (it would show every blind copy to every recipient)."""
+    return name.startswith(CONTROL_PREFIX) or name == b"bcc"
 
 
 def _split_header(raw: bytes) -> tuple[list[_HeaderField], bytes]:
