@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email
 import email.policy
 import smtplib
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -17,7 +19,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from posthaste.bootstrap import Services
+from posthaste.bootstrap import Services, build_services
+from posthaste.config import Settings
+from posthaste.server import Roles
 from posthaste.smtp.relay import MAX_MESSAGE_BYTES, Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import Tenant, make_tenant
@@ -368,3 +372,57 @@ async def test_a_key_revoked_during_a_session_stops_it(
     replies = await asyncio.to_thread(talk)
     assert replies[0][0] == 250
     assert (replies[-1][0], replies[-1][1][:5]) == (535, b"5.7.8")
+
+
+async def test_stopping_lets_a_message_being_accepted_get_its_reply(
+    relay: Relay, services: Services, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = asyncio.Event()
+    accept = services.sending.accept
+
+    async def held_accept(*args: Any, **kwargs: Any) -> Any:
+        await release.wait()
+        return await accept(*args, **kwargs)
+
+    monkeypatch.setattr(services.sending, "accept", held_accept)
+    sending = asyncio.create_task(submit(relay, tenant.test, message()))
+    handler = relay.server.handler
+    assert handler is not None
+    for _ in range(1000):  # bounded: until the message is inside the send path
+        if handler.in_flight:
+            break
+        await asyncio.sleep(0.01)
+    closing = asyncio.create_task(relay.server.close())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    release.set()
+    code, reply = await sending
+    await closing
+    assert code == 250 and reply.startswith("OK ")
+
+
+async def test_the_smtp_role_runs_the_relay_alone(settings: Settings, tenant: Tenant) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    alone = dataclasses.replace(settings, role="smtp", smtp_relay_port=0, smtp_relay_tls_port=port)
+    services = build_services(alone)
+    roles = Roles(services)
+    try:
+        roles.start()
+        assert roles.api is None and roles.worker is None and roles.relay is not None
+        for _ in range(1000):  # bounded: until the listener is up
+            if roles.relay.servers:
+                break
+            await asyncio.sleep(0.01)
+        relay = Relay(
+            roles.relay,
+            0,
+            port,
+            ssl.create_default_context(cafile=str(alone.data_dir / CERT_FILENAME)),
+        )
+        code, reply = await submit(relay, tenant.test, message(), implicit=True)
+        assert code == 250 and reply.startswith("OK ")
+    finally:
+        await roles.stop()
+        await services.close()

@@ -12,6 +12,7 @@ Nothing is delivered inside the session: workers do that after commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import ssl
@@ -38,6 +39,7 @@ USERNAME = "posthaste"
 MAX_MESSAGE_BYTES = 25 * 1024 * 1024  # the API's request limit (PRODUCT §3), advertised as SIZE
 OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loop
 TOO_MANY_RECIPIENTS = f"452 4.5.3 Too many recipients; at most {MAX_RECIPIENTS} per message"
+DRAIN_SECONDS = 5.0  # at stop, how long messages already submitted may take to get their reply
 AUTH_UNAVAILABLE = "454 4.7.0 Temporary authentication failure; retry later"
 
 
@@ -92,6 +94,9 @@ class RelayHandler:
 
     def __init__(self, services: Services) -> None:
         self.services = services
+        self.in_flight = 0  # messages between the end of DATA and their reply
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     async def verify(self, parsed: AuthResult) -> AuthResult:
         """Check parsed credentials: user ``posthaste``, password an active API key."""
@@ -128,6 +133,8 @@ class RelayHandler:
         login = session.auth_data
         if not isinstance(login, RelayLogin):  # aiosmtpd requires AUTH before MAIL
             return "530 5.7.0 Authentication required"
+        self.in_flight += 1
+        self.idle.clear()
         try:
             # Per message, not once per session: a revoked key or new limits take effect at
             # once (authenticate() remembers keys for a few seconds, so this costs no query).
@@ -138,6 +145,10 @@ class RelayHandler:
         except Exception as exc:
             log.exception("relay submission failed")
             return reply_line(exc)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self.idle.set()
         return f"250 OK {email_id}"
 
     async def submit(self, principal: Principal, raw: bytes, recipients: Sequence[str]) -> str:
@@ -190,8 +201,10 @@ class RelayServer:
     listeners: list[Listener]
     hostname: str = "posthaste"
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    drain_seconds: float = DRAIN_SECONDS
     servers: list[asyncio.Server] = field(default_factory=list)
     sessions: set[RelaySMTP] = field(default_factory=set)
+    handler: RelayHandler | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
@@ -210,7 +223,7 @@ class RelayServer:
     async def start(self) -> None:
         logging.getLogger("mail.log").addFilter(_drop_login_data_notice)
         context = server_context(self.services.settings)
-        handler = RelayHandler(self.services)
+        handler = self.handler = RelayHandler(self.services)
         loop = asyncio.get_running_loop()
         for listener in self.listeners:
             server = await loop.create_server(
@@ -254,8 +267,12 @@ class RelayServer:
         self._stop.set()
 
     async def close(self) -> None:
+        """Stop listening, let messages being accepted get their reply, then hang up."""
         for server in self.servers:
             server.close()
+        if self.handler is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.handler.idle.wait(), self.drain_seconds)
         for session in list(self.sessions):
             if session.transport is not None:
                 session.transport.close()
