@@ -5,8 +5,9 @@ Keyed by error class, most specific first along the class's MRO, so that a suppr
 550 5.1.1 while other invalid content answers 554 5.6.0. Anything that is not a Posthaste error
 (the database down, a bug) answers 451 4.3.0: the client keeps the message and retries.
 
-``ENHANCED`` gives aiosmtpd's own fixed replies an enhanced status code (RFC 3463), so every
-reply of the relay carries one.
+``ENHANCED`` gives aiosmtpd's own fixed error replies an enhanced status code (RFC 3463). The
+relay does not advertise ENHANCEDSTATUSCODES: PRODUCT §12 fixes the DATA reply as
+``250 OK <email id>``, without one.
 """
 
 from __future__ import annotations
