@@ -24,6 +24,7 @@ from posthaste.config import Settings
 from posthaste.server import Roles
 from posthaste.smtp.relay import MAX_MESSAGE_BYTES, Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
+from posthaste.storage.emails import EmailFilter
 from tests.conftest import Tenant, make_tenant
 
 
@@ -232,9 +233,25 @@ async def test_a_live_key_from_an_unverified_domain_is_550_571(
     assert (code, reply[:5]) == (550, "5.7.1") and "acme.test" in reply
 
 
-async def test_invalid_content_is_554_560(relay: Relay, tenant: Tenant) -> None:
-    code, reply = await submit(relay, tenant.test, b"Subject: no sender\r\n\r\nhi\r\n")
-    assert (code, reply[:5]) == (554, "5.6.0") and "From" in reply
+@pytest.mark.parametrize(
+    ("headers", "words"),
+    [
+        ({}, "From"),
+        ({"X_Posthaste_Stream": "nope"}, "stream"),
+        ({"X_Posthaste_Tags": "a"}, "name=value"),
+        ({"X_Posthaste_Idempotency_Key": " "}, "Idempotency"),
+    ],
+)
+async def test_invalid_content_is_554_560(
+    relay: Relay, services: Services, tenant: Tenant, headers: dict[str, str], words: str
+) -> None:
+    msg = message(**headers)
+    if not headers:
+        del msg["From"]
+    code, reply = await submit(relay, tenant.test, msg)
+    assert (code, reply[:5]) == (554, "5.6.0") and words in reply
+    principal = await services.teams.authenticate(tenant.test)
+    assert (await services.emails.page(principal, EmailFilter(), None, 10)).items == []
 
 
 async def test_rate_limit_and_quota_replies(relay: Relay, services: Services) -> None:
