@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from posthaste import errors
 from posthaste.core.submission import parse_submission
@@ -161,3 +163,37 @@ def test_encoded_and_raw_utf8_headers_and_odd_charsets_are_read() -> None:
     request = parse_submission(raw, ["ann@example.com"], NOW).request
     assert request.from_.formatted() == "Café <café@acme.test>"
     assert request.subject == "été report" and request.text == "café\n"
+
+
+_NAMES = st.from_regex(r"X-[A-Za-z][A-Za-z0-9-]{0,20}", fullmatch=True).filter(
+    lambda name: not name.lower().startswith("x-posthaste-")
+)
+_VALUES = st.from_regex(r"[!-~]([ !-~]{0,60}[!-~])?", fullmatch=True)
+_BODY_LINES = st.lists(st.from_regex(r"[ -~]{0,76}", fullmatch=True), max_size=8)
+
+
+@given(
+    extra=st.lists(st.tuples(_NAMES, _VALUES), max_size=6),
+    position=st.integers(min_value=0, max_value=10),
+    folded=st.booleans(),
+    body=_BODY_LINES,
+)
+def test_only_the_control_lines_leave_the_message(
+    extra: list[tuple[str, str]], position: int, folded: bool, body: list[str]
+) -> None:
+    lines = [
+        "From: hello@acme.test\r\n",
+        "To: ann@example.com\r\n",
+        "Subject: Hi\r\n",
+        "Message-ID: <p@acme.test>\r\n",
+        "Date: Mon, 23 Nov 2026 11:00:00 +0000\r\n",
+        *(f"{name}: {value}\r\n" for name, value in extra),
+    ]
+    control = "X-Posthaste-Tags: a=1,\r\n b=2\r\n" if folded else "X-Posthaste-Tags: a=1, b=2\r\n"
+    with_control = [*lines[: position % (len(lines) + 1)], control]
+    with_control += lines[position % (len(lines) + 1) :]
+    text = "".join(line + "\r\n" for line in body)
+    submitted = ("".join(with_control) + "\r\n" + text).encode()
+    request = parse_submission(submitted, ["ann@example.com"], NOW).request
+    assert request.raw == ("".join(lines) + "\r\n" + text).encode()
+    assert request.tags == {"a": "1", "b": "2"}
