@@ -71,6 +71,8 @@ def server(
         **os.environ,
         "POSTHASTE_DATA_DIR": str(data_dir),
         "POSTHASTE_HTTP_PORT": str(port),
+        "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
+        "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
         "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s",
         "POSTHASTE_LOG_LEVEL": "warning",
     }

@@ -138,10 +138,11 @@ async def test_batch_items_fail_independently_and_the_rest_are_stored(
     )
     assert [type(o).__name__ for o in outcomes] == [
         "Email",
-        "ValidationError",
+        "RecipientSuppressed",
         "ValidationError",
         "Email",
     ]
+    assert [getattr(o, "name", None) for o in outcomes[1:3]] == ["validation_error"] * 2
     assert (await row_counts(services))["emails"] == 2
 
 

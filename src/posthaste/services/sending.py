@@ -26,6 +26,7 @@ from posthaste.errors import (
     DailyQuotaExceeded,
     DomainNotVerified,
     PosthasteError,
+    RecipientSuppressed,
     ValidationError,
 )
 from posthaste.services.group_commit import GroupCommit
@@ -124,7 +125,10 @@ class SendingService:
     async def accept(
         self, principal: Principal, body: object, *, idempotency_key: str | None = None
     ) -> Email:
-        """Accept one email or raise the first failing check's error; nothing half-stored."""
+        """Accept one email or raise the first failing check's error; nothing half-stored.
+
+        ``body`` is a request body, or a ``SendRequest`` already read from a relay submission.
+        """
         [outcome] = await self._accept_all(principal, [body], idempotency_key)
         if isinstance(outcome, PosthasteError):
             raise outcome
@@ -183,7 +187,7 @@ class SendingService:
         for index, candidate in accepted:
             listed = [r for r, _ in candidate.request.recipients() if r in suppressed]
             if listed:
-                items[index] = ValidationError(
+                items[index] = RecipientSuppressed(
                     f"The recipient {listed[0]} is on the suppression list; remove it from "
                     "/suppressions to send to it again."
                 )
@@ -211,6 +215,8 @@ def _results(
 
 
 def _parse(body: object, now: int) -> Outcome | SendRequest:
+    if isinstance(body, SendRequest):  # already parsed, e.g. from a relay submission
+        return body
     try:
         return parse_send_request(body, now)
     except PosthasteError as exc:
@@ -291,9 +297,10 @@ def _build_email(
         template_id=content.template_id,
         stream_id=stream_id,
         broadcast_id=None,
-        message_id=make_message_id(request.from_.domain, email_id),
+        message_id=request.message_id or make_message_id(request.from_.domain, email_id),
         provider_message_id=None,
         region=region,
+        raw_blob_id=None if request.raw is None else new_id(),
     )
 
 
@@ -313,6 +320,8 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
                 for a in request.attachments
             ],
         )
+        if email.raw_blob_id is not None and request.raw is not None:
+            blob_rows.append(emails_repo.blob_row(email, email.raw_blob_id, request.raw))
         _add(rows, "blobs", blob_rows)
         _add(rows, "attachments", info_rows)
         first_events.append(
