@@ -5,7 +5,8 @@ upgrade, and an in-process lock so writers queue fairly instead of spinning in S
 handler. Wake-ups are in-process callbacks fired after commit.
 
 PostgreSQL (a fleet): asyncpg pool; wake-ups are ``NOTIFY`` inside the transaction (delivered by
-PostgreSQL at commit) and one ``LISTEN`` connection per process.
+PostgreSQL at commit) and one ``LISTEN`` connection per process; the committing process also
+fires its own listeners at once.
 """
 
 from __future__ import annotations
@@ -87,9 +88,10 @@ class Database:
             if self.is_postgres:
                 for channel in sorted(tx.channels):
                     await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
-        if not self.is_postgres:
-            for channel in tx.channels:
-                self._fire(channel)
+        # This process hears at once, without waiting for its own NOTIFY to come back (which
+        # fires the listeners a second time; they are idempotent: wake up, forget a key).
+        for channel in tx.channels:
+            self._fire(channel)
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
