@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 from typing import Any
 
+import dkim
+import dns.nameserver
+import dns.resolver
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -355,3 +359,32 @@ async def test_signing_key_is_the_verified_domains_key(
     assert key.private_key_pem.startswith(b"-----BEGIN PRIVATE KEY-----")
     other = await make_tenant(services)
     assert await services.domains.signing_key(other.team.id, "acme.test") is None
+
+
+async def test_mail_signed_with_the_key_verifies_against_the_published_record(
+    client: httpx.AsyncClient, tenant: Tenant, zone: ZoneServer, services: Services
+) -> None:
+    domain = await add_domain(client, tenant)
+    publish(zone, domain)
+    await verify(client, tenant, domain["id"])
+    key = await services.domains.signing_key(tenant.team.id, "acme.test")
+    assert key is not None
+    message = b"From: hello@acme.test\r\nTo: user@example.com\r\nSubject: Hi\r\n\r\nHello.\r\n"
+    signature = dkim.sign(
+        message,
+        key.selector.encode(),
+        key.domain.encode(),
+        key.private_key_pem,
+        canonicalize=(b"relaxed", b"relaxed"),
+        include_headers=[b"from", b"to", b"subject"],
+    )
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.nameservers = [dns.nameserver.Do53Nameserver(*zone.nameservers[0])]
+
+    def published_txt(name: bytes, timeout: int = 5) -> bytes:
+        answer = resolver.resolve(name.decode().rstrip("."), "TXT")
+        return b"".join(answer[0].strings)
+
+    loop = asyncio.get_running_loop()
+    signed = signature + message
+    assert await loop.run_in_executor(None, lambda: dkim.verify(signed, dnsfunc=published_txt))
