@@ -24,6 +24,7 @@ from posthaste.core.domains import (
     parse_settings,
     records_for,
     split_txt,
+    with_receiving,
 )
 from posthaste.errors import ValidationError
 
@@ -210,7 +211,7 @@ def test_a_record_back_in_time_verifies_again_and_keeps_the_first_verification()
 
 def test_no_dns_answer_is_a_temporary_failure() -> None:
     domain = _domain()
-    result = apply_check(domain, {}, T0)
+    result = apply_check(domain, {record.key: None for record in domain.records}, T0)
     assert result.status is RecordStatus.TEMPORARY_FAILURE
     assert {r.status for r in result.records} == {RecordStatus.TEMPORARY_FAILURE}
     assert next_check_in(result, T0) == 60_000
@@ -238,3 +239,13 @@ def test_the_last_recheck_lands_on_the_72_hour_mark() -> None:
     now = T0 + GRACE_MS - 10 * 60_000
     result = apply_check(domain, _published(domain, without="DKIM"), now)
     assert next_check_in(result, now) == 10 * 60_000
+
+
+def test_a_record_added_while_dns_was_asked_keeps_its_status_until_the_next_check() -> None:
+    domain = _domain()
+    lookups = _published(domain)
+    grown = replace(domain, records=with_receiving(domain, True, "mx.ph.test"))
+    result = apply_check(grown, lookups, T0)
+    assert result.status is RecordStatus.VERIFIED
+    assert result.records[-1].record == "Receiving"
+    assert result.records[-1].status is RecordStatus.NOT_STARTED

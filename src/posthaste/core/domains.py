@@ -63,6 +63,11 @@ class DnsRecord:
     status: RecordStatus = RecordStatus.NOT_STARTED
 
     @property
+    def key(self) -> tuple[str, str]:
+        """Where DNS is asked: (name, type)."""
+        return (self.name, self.type)
+
+    @property
     def required(self) -> bool:
         return self.record in REQUIRED
 
@@ -303,9 +308,9 @@ def apply_check(domain: Domain, found: Lookups, now: int) -> CheckResult:
     if checking_since is None or domain.status is RecordStatus.FAILED:
         checking_since = now
     records = tuple(
-        replace(
-            record, status=observe(record, found.get((record.name, record.type)), domain.usable)
-        )
+        replace(record, status=observe(record, found[record.key], domain.usable))
+        if record.key in found
+        else record  # added after the lookups began: checked next time
         for record in domain.records
     )
     required = [r.status for r in records if r.required]

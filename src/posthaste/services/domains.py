@@ -181,14 +181,14 @@ class DomainService:
         found = await self._look_up(domain.records)
         async with self.db.transaction() as tx:
             current = await repo.get_domain(tx, domain.team_id, domain.id, for_update=True)
-            if current is None or current.records != domain.records:
-                await jobs_repo.finish(tx, job)  # deleted or changed meanwhile: a newer check runs
+            if current is None:
+                await jobs_repo.finish(tx, job)  # deleted meanwhile
                 return
             await self._store_check(tx, current, found, job)
 
     async def _look_up(self, records: Sequence[DnsRecord]) -> rules.Lookups:
         """The values at each record's name and type (None where DNS gave no answer)."""
-        wanted = sorted({(r.name, r.type) for r in records})
+        wanted = sorted({r.key for r in records})
         answers = await asyncio.gather(*(self._values(name, rtype) for name, rtype in wanted))
         return dict(zip(wanted, answers, strict=True))
 
@@ -253,6 +253,7 @@ class DomainService:
         challenge = _challenge(domain)
         await self._check_challenge(challenge)
         async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             previous = await repo.claimant_domain(tx, domain.name)
             await repo.set_claim(tx, domain, self.clock())
             claimed = await _get(tx, principal.team_id, domain_id)
