@@ -13,7 +13,7 @@ from posthaste.config import Settings
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.helpers import email_body
-from tests.integration.test_domains import add_domain, publish, send, verify
+from tests.integration.test_domains import add_domain, domain_events, publish, send, verify
 
 
 @pytest.fixture
@@ -208,3 +208,20 @@ async def test_a_key_for_someone_elses_or_no_domain_is_422(
         response = await create_key(client, tenant, domain_id=domain_id)
         assert response.status_code == 422 and response.json()["name"] == "validation_error"
     assert len((await client.get("/api-keys", headers=tenant.headers())).json()["data"]) == 3
+
+
+async def test_the_team_that_loses_a_claim_gets_a_domain_updated_event(
+    client: httpx.AsyncClient, services: Services, zone: ZoneServer
+) -> None:
+    first, second = await make_tenant(services), await make_tenant(services)
+    one, two = await add_domain(client, first), await add_domain(client, second)
+    for tenant, domain in ((first, one), (second, two)):
+        record = (await claim(client, tenant, domain["id"])).json()["record"]
+        zone.add(record["name"], "TXT", record["value"])
+        await claim(client, tenant, domain["id"], "/confirm")
+    events = await domain_events(services, first.team.id)
+    assert [(kind, data["claimed"]) for kind, data in events] == [
+        ("domain.created", False),
+        ("domain.updated", True),
+        ("domain.updated", False),
+    ]

@@ -388,3 +388,35 @@ async def test_mail_signed_with_the_key_verifies_against_the_published_record(
     loop = asyncio.get_running_loop()
     signed = signature + message
     assert await loop.run_in_executor(None, lambda: dkim.verify(signed, dnsfunc=published_txt))
+
+
+async def test_domains_are_documented_and_need_a_full_access_key(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for path in (
+        "/domains",
+        "/domains/regions",
+        "/domains/{domain_id}",
+        "/domains/{domain_id}/verify",
+        "/domains/{domain_id}/claim",
+        "/domains/{domain_id}/claim/confirm",
+        "/domains/{domain_id}/claim/release",
+    ):
+        assert path in paths
+    refused = await client.get("/domains", headers=tenant.headers("sending"))
+    assert refused.status_code == 401 and refused.json()["name"] == "restricted_api_key"
+
+
+async def test_two_racing_creates_of_one_name_give_one_domain_and_a_conflict(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    responses = await asyncio.gather(
+        *(
+            client.post("/domains", json={"name": "race.test"}, headers=tenant.headers())
+            for _ in range(2)
+        )
+    )
+    assert sorted(r.status_code for r in responses) == [201, 409]
+    listed = (await client.get("/domains", headers=tenant.headers())).json()["data"]
+    assert [d["name"] for d in listed] == ["race.test"]
