@@ -174,15 +174,11 @@ class DomainService:
         """The ``check_domain`` job: re-check a pending, failing or verified domain."""
         async with self.db.read() as tx:
             domain = await repo.get_domain_any_team(tx, job.ref)
-        if domain is None or domain.status in (RecordStatus.FAILED, RecordStatus.NOT_STARTED):
-            async with self.db.transaction() as tx:
-                await jobs_repo.finish(tx, job)
-            return
-        found = await self._look_up(domain.records)
+        found = await self._look_up(domain.records) if domain and _rechecked(domain) else {}
         async with self.db.transaction() as tx:
-            current = await repo.get_domain(tx, domain.team_id, domain.id, for_update=True)
-            if current is None:
-                await jobs_repo.finish(tx, job)  # deleted meanwhile
+            current = await repo.get_domain_any_team(tx, job.ref, for_update=True)
+            if current is None or not _rechecked(current):
+                await jobs_repo.finish(tx, job)  # deleted, failed or never verified meanwhile
                 return
             await self._store_check(tx, current, found, job)
 
@@ -302,6 +298,11 @@ class DomainService:
             return None
         pem = self.box.decrypt(encrypted)
         return DkimKey(stored.name, stored.dkim_selector, pem)
+
+
+def _rechecked(domain: Domain) -> bool:
+    """The worker re-checks domains being verified, failing, or verified; never failed ones."""
+    return domain.status not in (RecordStatus.FAILED, RecordStatus.NOT_STARTED)
 
 
 def _challenge(domain: Domain) -> ClaimChallenge:

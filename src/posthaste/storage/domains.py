@@ -92,9 +92,12 @@ async def get_domain(
     return _domain(row) if row else None
 
 
-async def get_domain_any_team(tx: Tx, domain_id: str) -> Domain | None:
+async def get_domain_any_team(tx: Tx, domain_id: str, *, for_update: bool = False) -> Domain | None:
     """For the worker, which holds only the id from its job."""
-    row = (await tx.conn.execute(_query().where(domains.c.id == domain_id))).first()
+    query = _query().where(domains.c.id == domain_id)
+    if for_update:
+        query = query.with_for_update(of=domains)
+    row = (await tx.conn.execute(query)).first()
     return _domain(row) if row else None
 
 
