@@ -1,4 +1,4 @@
-"""docs/domains.md's walk-through, run as written against a real server and a real DNS server."""
+"""docs/domains.md's walk-through and the Resend SDK's Domains API, against a real server and DNS."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import resend
 
 from tests.dns_server import ZoneServer, running_zone
 from tests.e2e.conftest import RunningServer
@@ -63,3 +64,29 @@ def test_domains_walkthrough(server: RunningServer, dns_host: ZoneServer) -> Non
     out = run(section("verify"), server, exports)
     assert '"status":"verified"' in out
     assert '"object":"email"' in out and '"status":"queued"' in out
+
+
+def test_resend_sdk_manages_domains(server: RunningServer, dns_host: ZoneServer) -> None:
+    previous = (resend.api_key, resend.api_url)
+    resend.api_key, resend.api_url = server.live_key, server.url
+    try:
+        created = resend.Domains.create({"name": "sdk.test", "region": "eu-west-1"})
+        assert created["status"] == "not_started" and created["region"] == "eu-west-1"
+        for record in created["records"]:
+            if record["type"] == "TXT":
+                dns_host.add(record["name"], "TXT", record["value"])
+            else:
+                dns_host.add(record["name"], "MX", (record["priority"], record["value"]))
+        resend.Domains.verify(created["id"])
+        assert resend.Domains.get(created["id"])["status"] == "verified"
+        updated = resend.Domains.update({"id": created["id"], "open_tracking": True})
+        assert updated["open_tracking"] is True
+        listed = resend.Domains.list()["data"]
+        assert created["id"] in {d["id"] for d in listed}
+        sent = resend.Emails.send(
+            {"from": "hi@sdk.test", "to": ["delivered@simulator.test"], "subject": "s", "text": "t"}
+        )
+        assert sent["id"]
+        assert resend.Domains.remove(created["id"])["deleted"] is True
+    finally:
+        resend.api_key, resend.api_url = previous
