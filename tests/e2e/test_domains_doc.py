@@ -1,4 +1,4 @@
-"""docs/domains.md's walk-through and the Resend SDK's Domains API, against a real server and DNS."""
+"""docs/domains.md's walk-through and the Resend SDK's Domains API, on a real server and DNS."""
 
 from __future__ import annotations
 
