@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import event
 
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
@@ -225,3 +226,27 @@ async def test_the_team_that_loses_a_claim_gets_a_domain_updated_event(
         ("domain.updated", True),
         ("domain.updated", False),
     ]
+
+
+async def test_a_batch_asks_about_each_domain_once(
+    client: httpx.AsyncClient, tenant: Tenant, zone: ZoneServer, services: Services
+) -> None:
+    await verified_domain(client, zone, tenant)
+    await verified_domain(client, zone, tenant, "other.test")
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        statements.append(sql)
+
+    engine = services.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        items = [
+            email_body(**{"from": f"n{i}@{'acme' if i % 2 else 'other'}.test"}) for i in range(100)
+        ]
+        response = await client.post("/emails/batch", json=items, headers=tenant.headers("live"))
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert all("id" in entry for entry in response.json()["data"])
+    domain_queries = [s for s in statements if "FROM domains" in s or "FROM domain_claims" in s]
+    assert len(domain_queries) <= 2 * 3  # per distinct domain: the team's, the claim, the first
