@@ -253,3 +253,17 @@ def test_a_record_added_while_dns_was_asked_keeps_its_status_until_the_next_chec
     assert result.status is RecordStatus.VERIFIED
     assert result.records[-1].record == "Receiving"
     assert result.records[-1].status is RecordStatus.NOT_STARTED
+
+
+DOMAINISH = st.text(alphabet="abcXY09.-_ü\u00df\u200d\u3002 \ud800\x00", max_size=80)
+
+
+@given(st.text(max_size=300) | DOMAINISH)
+def test_any_text_is_a_valid_name_or_a_validation_error(text: str) -> None:
+    try:
+        name = parse_domain_name(text)
+    except ValidationError as exc:
+        assert exc.message.startswith("'name'")
+        return
+    assert name == name.lower() and name.isascii() and 3 <= len(name) <= 253
+    assert parse_domain_name(name) == name
