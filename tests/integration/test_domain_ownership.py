@@ -198,6 +198,9 @@ async def test_keys_restricted_to_a_domain_send_only_from_it(
         headers={"Authorization": f"Bearer {test_key.json()['token']}"},
     )
     assert refused_as(refused, "domain_not_owned")
+    await client.delete(f"/domains/{acme['id']}", headers=tenant.headers())
+    gone = await client.post("/emails", json=email_body(), headers=restricted)
+    assert refused_as(gone, "domain_not_owned") and "deleted" in gone.json()["message"]
 
 
 async def test_a_key_for_someone_elses_or_no_domain_is_422(
