@@ -11,6 +11,7 @@ from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.config import Settings
+from posthaste.core.templates import ParseCache
 from posthaste.errors import ConfigError
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
@@ -22,11 +23,12 @@ from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import (
     DELIVER_JOB,
     ContentResolver,
-    InlineContent,
     SenderPolicy,
     SendingService,
 )
 from posthaste.services.teams import TeamService
+from posthaste.services.template_content import TemplateContent
+from posthaste.services.templates import TemplateService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
@@ -46,6 +48,7 @@ class Services:
     streams: StreamService
     suppressions: SuppressionService
     delivery: DeliveryService
+    templates: TemplateService
     domains: DomainService
     workers: list[Worker] = field(default_factory=list)
 
@@ -77,6 +80,7 @@ def build_services(
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
     transports = build_transports(settings)
+    parsed_templates = ParseCache()
     return Services(
         settings=settings,
         db=db,
@@ -84,7 +88,7 @@ def build_services(
         teams=TeamService(db),
         sending=SendingService(
             db,
-            content or InlineContent(),
+            content or TemplateContent(parsed_templates),
             senders or DomainSenders(settings.default_region),
         ),
         emails=EmailQueries(db),
@@ -94,6 +98,7 @@ def build_services(
         streams=StreamService(db),
         suppressions=SuppressionService(db),
         delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+        templates=TemplateService(db, parsed_templates),
         domains=DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders()),
     )
 

@@ -6,7 +6,15 @@ from typing import Any
 
 from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
-from posthaste.core.models import AttachmentInfo, Email, Event, Stream, Suppression
+from posthaste.core.models import (
+    AttachmentInfo,
+    Email,
+    Event,
+    Stream,
+    Suppression,
+    Template,
+    TemplateVariable,
+)
 
 
 def email_record(email: Email) -> dict[str, Any]:
@@ -92,6 +100,33 @@ def suppression_record(item: Suppression) -> dict[str, Any]:
         "source_email_id": item.source_email_id,
         "created_at": format_ms(item.created_at),
     }
+
+
+def template_record(template: Template) -> dict[str, Any]:
+    """A template with its latest (draft) content; ``status`` says whether one is published."""
+    draft = template.draft
+    return {
+        "object": "template",
+        "id": template.id,
+        "name": template.name,
+        "alias": template.alias,
+        "subject": draft.subject,
+        "html": draft.html,
+        "text": draft.text,
+        "variables": [variable_record(v) for v in draft.variables],
+        "status": template.status,
+        "published_at": format_ms(template.published_at),
+        "has_unpublished_changes": template.has_unpublished_changes,
+        "created_at": format_ms(template.created_at),
+        "updated_at": format_ms(template.updated_at),
+    }
+
+
+def variable_record(variable: TemplateVariable) -> dict[str, Any]:
+    record: dict[str, Any] = {"key": variable.key, "fallback_value": variable.fallback_value}
+    if variable.type is not None:
+        record["type"] = variable.type
+    return record
 
 
 def domain_record(domain: Domain) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from posthaste.errors import (
     PosthasteError,
     ValidationError,
 )
+from posthaste.services.group_commit import GroupCommit
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import idempotency as idempotency_repo
@@ -81,11 +82,28 @@ class _Accepted:
 Outcome = Email | PosthasteError
 
 
+@dataclass
+class _Submission:
+    """One caller's items (a single send or a batch), checked and stored in a shared transaction."""
+
+    principal: Principal
+    items: list[Outcome | SendRequest]
+    idempotency_key: str | None
+
+
+MAX_EMAILS_PER_TRANSACTION = 1000
+
+
 class SendingService:
     def __init__(self, db: Database, content: ContentResolver, senders: SenderPolicy) -> None:
         self.db = db
         self.content = content
         self.senders = senders
+        self._group: GroupCommit[_Submission, list[Outcome]] = GroupCommit(
+            self._accept_group,
+            weight=lambda submission: len(submission.items),
+            max_weight=MAX_EMAILS_PER_TRANSACTION,
+        )
 
     async def accept(
         self, principal: Principal, body: object, *, idempotency_key: str | None = None
@@ -104,21 +122,34 @@ class SendingService:
         self, principal: Principal, bodies: Sequence[object], idempotency_key: str | None
     ) -> list[Outcome]:
         now = now_ms()
-        outcomes: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
+        items: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
+        return await self._group.submit(_Submission(principal, items, idempotency_key))
+
+    async def _accept_group(self, submissions: list[_Submission]) -> list[list[Outcome]]:
+        """Check every submission and store what passed, all in one transaction."""
+        now = now_ms()
+        results: list[list[Outcome]] = []
         async with self.db.transaction() as tx:
-            accepted = await self._check_all(tx, principal, outcomes, now)
-            accepted = await _apply_quota(tx, principal, accepted, outcomes, now)
-            if accepted:
-                await _store(tx, [item for _, item in accepted], now)
-            results: list[Outcome | None] = [
-                None if isinstance(o, SendRequest) else o for o in outcomes
-            ]
-            for index, accepted_item in accepted:
-                results[index] = accepted_item.email
-            if idempotency_key is not None and accepted:
-                body = orjson.dumps(email_record(accepted[0][1].email)).decode()
-                await idempotency_repo.complete(tx, principal.team_id, idempotency_key, 200, body)
-        return [r for r in results if r is not None]
+            to_store: list[_Accepted] = []
+            for submission in submissions:
+                accepted = await self._check_submission(tx, submission, now)
+                to_store.extend(item for _, item in accepted)
+                results.append(_results(submission.items, accepted))
+            if to_store:
+                await _store(tx, to_store, now)
+        return results
+
+    async def _check_submission(
+        self, tx: Tx, submission: _Submission, now: int
+    ) -> list[tuple[int, _Accepted]]:
+        principal, items = submission.principal, submission.items
+        accepted = await self._check_all(tx, principal, items, now)
+        accepted = await _apply_quota(tx, principal, accepted, items, now)
+        key = submission.idempotency_key
+        if key is not None and accepted:
+            body = orjson.dumps(email_record(accepted[0][1].email)).decode()
+            await idempotency_repo.complete(tx, principal.team_id, key, 200, body)
+        return accepted
 
     async def _check_all(
         self, tx: Tx, principal: Principal, items: list[Outcome | SendRequest], now: int
@@ -151,6 +182,16 @@ class SendingService:
         content = await self.content.resolve(tx, principal, request)
         region = await self.senders.region_for(tx, principal, request.from_)
         return _Accepted(_build_email(principal, request, content, stream_id, region, now), request)
+
+
+def _results(
+    items: list[Outcome | SendRequest], accepted: list[tuple[int, _Accepted]]
+) -> list[Outcome]:
+    """Each item's outcome in request order: its stored email or its error."""
+    emails = {index: item.email for index, item in accepted}
+    return [
+        emails[index] if isinstance(item, SendRequest) else item for index, item in enumerate(items)
+    ]
 
 
 def _parse(body: object, now: int) -> Outcome | SendRequest:
