@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -120,9 +120,11 @@ class DomainService:
         pem = key.private_key_pem
         return domain, None if pem is None else self.box.encrypt(pem)
 
-    async def all(self, principal: Principal) -> list[Domain]:
+    async def stream(self, principal: Principal) -> AsyncIterator[Domain]:
+        """Every domain of the team, newest first, without holding them all in memory."""
         async with self.db.read() as tx:
-            return await repo.list_domains(tx, principal.team_id)
+            async for domain in repo.stream_domains(tx, principal.team_id):
+                yield domain
 
     async def get(self, principal: Principal, domain_id: str) -> Domain:
         async with self.db.read() as tx:

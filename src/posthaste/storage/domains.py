@@ -3,7 +3,7 @@ who owns a name across teams (``name_owner``) and the worker's lookup by id."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -107,13 +107,16 @@ async def find_by_name(tx: Tx, team_id: str, name: str) -> Domain | None:
     return _domain(row) if row else None
 
 
-async def list_domains(tx: Tx, team_id: str) -> list[Domain]:
+async def stream_domains(tx: Tx, team_id: str) -> AsyncIterator[Domain]:
+    """Every domain of the team, newest first, streamed (flat memory)."""
     query = (
         _query()
         .where(domains.c.team_id == team_id)
         .order_by(domains.c.created_at.desc(), domains.c.id.desc())
     )
-    return [_domain(row) for row in await tx.conn.execute(query)]
+    result = await tx.conn.stream(query.execution_options(yield_per=500))
+    async for row in result:
+        yield _domain(row)
 
 
 async def private_key_of(tx: Tx, team_id: str, name: str) -> tuple[Domain, str | None] | None:

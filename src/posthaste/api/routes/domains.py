@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from fastapi import APIRouter
 from starlette.responses import Response
 
@@ -17,7 +20,10 @@ from posthaste.api.schemas.domains import (
     RegionList,
     UpdateDomainRequest,
 )
+from posthaste.api.streamed import streamed_listing
+from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
+from posthaste.services.domains import DomainService
 
 router = APIRouter(tags=["domains"])
 
@@ -42,7 +48,12 @@ async def create_domain(
     responses={200: {"model": DomainList}, **ERRORS},
 )
 async def list_domains(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([domain_record(d) for d in await services.domains.all(principal)])
+    return await streamed_listing(_records(services.domains, principal))
+
+
+async def _records(domains: DomainService, principal: Principal) -> AsyncIterator[dict[str, Any]]:
+    async for domain in domains.stream(principal):
+        yield domain_record(domain)
 
 
 @router.get(
