@@ -359,6 +359,9 @@ async def test_signing_key_is_the_verified_domains_key(
     assert key.private_key_pem.startswith(b"-----BEGIN PRIVATE KEY-----")
     other = await make_tenant(services)
     assert await services.domains.signing_key(other.team.id, "acme.test") is None
+    found = await services.domains.sending_domain(tenant.team.id, "Acme.test")
+    assert found is not None and (found.id, found.tls) == (domain["id"], "opportunistic")
+    assert await services.domains.sending_domain(other.team.id, "acme.test") is None
 
 
 async def test_mail_signed_with_the_key_verifies_against_the_published_record(

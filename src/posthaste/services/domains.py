@@ -289,6 +289,11 @@ class DomainService:
             await _record(tx, released, "domain.updated", self.clock())
         return released
 
+    async def sending_domain(self, team_id: str, name: str) -> Domain | None:
+        """The team's domain of that name, for delivery and tracking (``tls``, tracking flags)."""
+        async with self.db.read() as tx:
+            return await repo.find_by_name(tx, team_id, name.lower())
+
     async def signing_key(self, team_id: str, domain: str) -> DkimKey | None:
         """The key of the team's verified domain of that name (``core.dkim.SigningKeys``)."""
         async with self.db.read() as tx:
