@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -253,3 +254,27 @@ async def test_a_batch_asks_about_each_domain_once(
     assert all("id" in entry for entry in response.json()["data"])
     domain_queries = [s for s in statements if "FROM domains" in s or "FROM domain_claims" in s]
     assert len(domain_queries) <= 2 * 3  # per distinct domain: the team's, the claim, the first
+
+
+async def test_two_teams_confirming_at_once_leave_exactly_one_claimant(
+    client: httpx.AsyncClient, services: Services, zone: ZoneServer
+) -> None:
+    tenants = [await make_tenant(services) for _ in range(2)]
+    domains = [await verified_domain(client, zone, tenant) for tenant in tenants]
+    for tenant, domain in zip(tenants, domains, strict=True):
+        record = (await claim(client, tenant, domain["id"])).json()["record"]
+        zone.add(record["name"], "TXT", record["value"])
+    confirmed = await asyncio.gather(
+        *(
+            claim(client, tenant, domain["id"], "/confirm")
+            for tenant, domain in zip(tenants, domains, strict=True)
+        )
+    )
+    assert [response.status_code for response in confirmed] == [200, 200]
+    claimed = [
+        (await client.get(f"/domains/{d['id']}", headers=t.headers())).json()["claimed"]
+        for t, d in zip(tenants, domains, strict=True)
+    ]
+    assert sorted(claimed) == [False, True]
+    sends = [(await send(client, tenant)).status_code for tenant in tenants]
+    assert sorted(sends) == [200, 403]
