@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from posthaste.adapters.dkim_keys import KeyProviders
+from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.config import Settings
 from posthaste.core.templates import ParseCache
 from posthaste.errors import ConfigError
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
+from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import (
     DELIVER_JOB,
     ContentResolver,
-    NoVerifiedDomains,
     SenderPolicy,
     SendingService,
 )
@@ -46,12 +49,13 @@ class Services:
     suppressions: SuppressionService
     delivery: DeliveryService
     templates: TemplateService
+    domains: DomainService
     workers: list[Worker] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
             self.db,
-            {DELIVER_JOB: self.delivery.deliver},
+            {DELIVER_JOB: self.delivery.deliver, CHECK_DOMAIN_JOB: self.domains.recheck},
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )
@@ -85,7 +89,7 @@ def build_services(
         sending=SendingService(
             db,
             content or TemplateContent(parsed_templates),
-            senders or NoVerifiedDomains(settings.default_region),
+            senders or DomainSenders(settings.default_region),
         ),
         emails=EmailQueries(db),
         email_changes=EmailChanges(db),
@@ -95,6 +99,7 @@ def build_services(
         suppressions=SuppressionService(db),
         delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
         templates=TemplateService(db, parsed_templates),
+        domains=DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders()),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
 from posthaste.core.models import (
     AttachmentInfo,
@@ -126,3 +127,22 @@ def variable_record(variable: TemplateVariable) -> dict[str, Any]:
     if variable.type is not None:
         record["type"] = variable.type
     return record
+
+
+def domain_record(domain: Domain) -> dict[str, Any]:
+    """A domain as the API shows it (never its private key)."""
+    return {
+        "object": "domain",
+        "id": domain.id,
+        "name": domain.name,
+        "status": domain.status.value,
+        "region": domain.region,
+        "created_at": format_ms(domain.created_at),
+        "records": [record.as_dict() for record in domain.records],
+        "open_tracking": domain.open_tracking,
+        "click_tracking": domain.click_tracking,
+        "tls": domain.tls,
+        "receiving": domain.receiving,
+        "claimed": domain.claimed,
+        "last_checked_at": format_ms(domain.last_checked_at),
+    }

@@ -24,7 +24,6 @@ from posthaste.core.serialize import email_event_data, email_record
 from posthaste.core.status import EmailStatus
 from posthaste.errors import (
     DailyQuotaExceeded,
-    DomainNotVerified,
     PosthasteError,
     RecipientSuppressed,
     ValidationError,
@@ -73,21 +72,6 @@ class InlineContent:
             raise ValidationError(f"Template {request.template!r} was not found.")
         assert request.subject is not None
         return Content(request.subject, request.html, request.text)
-
-
-class NoVerifiedDomains:
-    """Until domains can be verified, live keys may not send; test keys send from anywhere."""
-
-    def __init__(self, default_region: str) -> None:
-        self.default_region = default_region
-
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
-        if not principal.is_test:
-            raise DomainNotVerified(
-                f"The domain {sender.domain!r} is not verified for this team. Add and verify it "
-                "under /domains, or send with a test key."
-            )
-        return self.default_region
 
 
 @dataclass(frozen=True)
