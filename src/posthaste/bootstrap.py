@@ -7,26 +7,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from posthaste.adapters.dkim_keys import KeyProviders
+from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.config import Settings
-from posthaste.core.dkim import NoSigningKeys, SigningKeys
+from posthaste.core.dkim import SigningKeys
+from posthaste.core.templates import ParseCache
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.attempts import AttemptQueries
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
+from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import (
     DELIVER_JOB,
     ContentResolver,
-    InlineContent,
-    NoVerifiedDomains,
     SenderPolicy,
     SendingService,
 )
 from posthaste.services.teams import TeamService
+from posthaste.services.template_content import TemplateContent
+from posthaste.services.templates import TemplateService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
@@ -47,12 +52,14 @@ class Services:
     suppressions: SuppressionService
     delivery: DeliveryService
     attempts: AttemptQueries
+    templates: TemplateService
+    domains: DomainService
     workers: list[Worker] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
             self.db,
-            {},
+            {CHECK_DOMAIN_JOB: self.domains.recheck},
             batch_handlers={DELIVER_JOB: self.delivery.deliver_many},
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
@@ -81,6 +88,8 @@ def build_services(
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
     transports = transports or build_transports(settings)
+    parsed_templates = ParseCache()
+    domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     return Services(
         settings=settings,
         db=db,
@@ -88,8 +97,8 @@ def build_services(
         teams=TeamService(db),
         sending=SendingService(
             db,
-            content or InlineContent(),
-            senders or NoVerifiedDomains(settings.default_region),
+            content or TemplateContent(parsed_templates),
+            senders or DomainSenders(settings.default_region),
         ),
         emails=EmailQueries(db),
         email_changes=EmailChanges(db),
@@ -102,9 +111,11 @@ def build_services(
             transports,
             settings.delivery_retry_schedule,
             verp_signer(settings.secret_key),
-            signing_keys or NoSigningKeys(),
+            signing_keys or domains,
         ),
         attempts=AttemptQueries(db),
+        templates=TemplateService(db, parsed_templates),
+        domains=domains,
     )
 
 

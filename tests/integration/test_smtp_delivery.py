@@ -8,6 +8,7 @@ import email
 import email.policy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import DkimKey
+from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
@@ -441,3 +443,24 @@ async def test_a_silent_server_times_out_into_a_deferral(zone: ZoneServer) -> No
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    zone.set(record_name(KEY), "TXT", dns_record(KEY))
+    submitted = (
+        b"From: Acme <hello@acme.test>\r\nTo: someone@example.com\r\nSubject: Kept as is\r\n"
+        b"Message-ID: <kept-1@acme.test>\r\nX-Client: mailer 1.0\r\n\r\nBody line  \r\n\r\n"
+    )
+    async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
+        principal = await m.services.teams.authenticate(m.tenant.live)
+        submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
+        accepted = await m.services.sending.accept(principal, submission.request)
+        await m.deliver()
+        assert (await m.get(f"/emails/{accepted.id}"))["status"] == "sent"
+        [received] = sink.messages
+        assert received.data.startswith(b"DKIM-Signature:") and verify_dkim(zone, received.data)
+        assert b"X-Client: mailer 1.0" in received.data
+        raw = await m.client.get(f"/emails/{accepted.id}/raw", headers=m.tenant.headers("live"))
+        assert raw.content == received.data

@@ -172,32 +172,46 @@ class DeliveryService:
     async def _messages(
         self, attempts: list[Attempt]
     ) -> dict[str, tuple[bytes, bool] | Unsendable]:
-        """The exact bytes to send: stored ones on a retry, else freshly built and signed (True).
+        """The exact bytes to send, and whether they are new (to store).
 
-        The signed bytes are stored with the email, so a retry sends (and ``/raw`` shows)
-        exactly what was sent the first time, signature included."""
+        Stored bytes are sent as they are once signed by us: a retry sends (and ``/raw``
+        shows) exactly what was sent the first time. A message kept from the SMTP relay is
+        stored unsigned, so its first delivery signs it; REST mail is built here, then signed."""
         async with self.db.read() as tx:
             stored = await repo.read_blobs(
                 tx, [a.email.raw_blob_id for a in attempts if a.email.raw_blob_id]
             )
-            to_build = [a.email for a in attempts if a.email.raw_blob_id not in stored]
-            infos = await repo.attachments_of(tx, [e.id for e in to_build])
+            to_build = [a.email.id for a in attempts if a.email.raw_blob_id not in stored]
+            infos = await repo.attachments_of(tx, to_build)
             contents = await repo.read_blobs(
                 tx, [i.blob_id for items in infos.values() for i in items]
             )
-        messages: dict[str, tuple[bytes, bool] | Unsendable] = {
-            a.email.id: (stored[a.email.raw_blob_id], False)
-            for a in attempts
-            if a.email.raw_blob_id in stored
-        }
-        for email in to_build:
+        messages: dict[str, tuple[bytes, bool] | Unsendable] = {}
+        for attempt in attempts:
+            email = attempt.email
+            kept = stored.get(email.raw_blob_id) if email.raw_blob_id else None
             try:
-                messages[email.id] = (await self._build(email, infos[email.id], contents), True)
+                messages[email.id] = await self._signed(email, kept, infos, contents)
             except (DkimError, ValueError) as exc:
                 # The same input fails the same way every time: the email cannot be sent.
                 log.exception("email %s: the message could not be built or signed", email.id)
                 messages[email.id] = Unsendable(f"{type(exc).__name__}: {exc}")
         return messages
+
+    async def _signed(
+        self,
+        email: Email,
+        kept: bytes | None,
+        infos: dict[str, list[AttachmentInfo]],
+        contents: dict[str, bytes],
+    ) -> tuple[bytes, bool]:
+        raw = kept if kept is not None else await self._build(email, infos[email.id], contents)
+        key = await self.signing_keys.signing_key(email.team_id, _sender_domain(email))
+        if key is None or _signed_with(raw, key):
+            return raw, kept is None
+        if len(raw) > OFFLOAD_BUILD_BYTES:
+            return await asyncio.to_thread(sign_message, raw, key, now_ms() // 1000), True
+        return sign_message(raw, key, now_ms() // 1000), True
 
     async def _build(
         self, email: Email, infos: list[AttachmentInfo], contents: dict[str, bytes]
@@ -207,10 +221,9 @@ class DeliveryService:
             for i in infos
         ]
         message = _outgoing(email, attachments)
-        key = await self.signing_keys.signing_key(email.team_id, _sender_domain(email))
         if sum(len(a.content) for a in attachments) > OFFLOAD_BUILD_BYTES:
-            return await asyncio.to_thread(_build_and_sign, message, key)
-        return _build_and_sign(message, key)
+            return await asyncio.to_thread(build_message, message)
+        return build_message(message)
 
     async def _send(self, attempt: Attempt, message: tuple[bytes, bool]) -> Sent:
         raw, built = message
@@ -349,11 +362,13 @@ def _domain_of(from_address: str) -> str:
     return parse_address(from_address, "from").domain.lower()
 
 
-def _build_and_sign(message: OutgoingMessage, key: DkimKey | None) -> bytes:
-    raw = build_message(message)
-    if key is None:
-        return raw
-    return sign_message(raw, key, now_ms() // 1000)
+def _signed_with(raw: bytes, key: DkimKey) -> bool:
+    """Whether ``raw`` already starts with our signature by ``key`` (signed on an earlier try)."""
+    if not raw.startswith(b"DKIM-Signature:"):
+        return False
+    first_field = raw.split(b"\r\n", 3)[:3]
+    tags = b" ".join(first_field).replace(b" ", b"").replace(b"\t", b"")
+    return f"d={key.domain};".encode() in tags and f"s={key.selector};".encode() in tags
 
 
 def _outgoing(email: Email, attachments: list[MimeAttachment]) -> OutgoingMessage:

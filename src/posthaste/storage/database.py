@@ -5,7 +5,8 @@ upgrade, and an in-process lock so writers queue fairly instead of spinning in S
 handler. Wake-ups are in-process callbacks fired after commit.
 
 PostgreSQL (a fleet): asyncpg pool; wake-ups are ``NOTIFY`` inside the transaction (delivered by
-PostgreSQL at commit) and one ``LISTEN`` connection per process.
+PostgreSQL at commit) and one ``LISTEN`` connection per process; the committing process also
+fires its own listeners at once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[], None]
 JOBS_CHANNEL = "posthaste_jobs"
-CHANNELS = (JOBS_CHANNEL,)  # every channel a process may need; LISTENed from the start
+KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
+CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL)  # every channel a process may need; LISTENed from start
 
 
 class Tx:
@@ -57,11 +60,20 @@ class Database:
         self._closing = False
 
     def _make_engine(self, url: str, pool_size: int) -> AsyncEngine:
+        # orjson for JSON columns: several times faster than ``json`` on every insert and read.
+        json_options: dict[str, Any] = {
+            "json_serializer": _dump_json,
+            "json_deserializer": orjson.loads,
+        }
         if self.is_postgres:
             return create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=False,
+                **json_options,
             )
-        engine = create_async_engine(url, pool_size=8, max_overflow=8)
+        engine = create_async_engine(url, pool_size=8, max_overflow=8, **json_options)
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
         return engine
@@ -76,9 +88,10 @@ class Database:
             if self.is_postgres:
                 for channel in sorted(tx.channels):
                     await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
-        if not self.is_postgres:
-            for channel in tx.channels:
-                self._fire(channel)
+        # This process hears at once, without waiting for its own NOTIFY to come back (which
+        # fires the listeners a second time; they are idempotent: wake up, forget a key).
+        for channel in tx.channels:
+            self._fire(channel)
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -142,6 +155,10 @@ class Database:
             await self._listen_conn.close()
             self._listen_conn = None
         await self.engine.dispose()
+
+
+def _dump_json(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 class _NullLock:
