@@ -17,7 +17,7 @@ from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.attempts import AttemptQueries
 from posthaste.services.audiences import StreamService, SuppressionService
-from posthaste.services.delivery import DeliveryService
+from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.idempotency import IdempotencyService
@@ -81,6 +81,7 @@ def build_services(
     senders: SenderPolicy | None = None,
     signing_keys: SigningKeys | None = None,
     transports: TransportRegistry | None = None,
+    tls_rules: TlsRules | None = None,
 ) -> Services:
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
@@ -112,6 +113,7 @@ def build_services(
             settings.delivery_retry_schedule,
             verp_signer(settings.secret_key),
             signing_keys or domains,
+            tls_rules or DomainTlsRules(domains),
         ),
         attempts=AttemptQueries(db),
         templates=TemplateService(db, parsed_templates),

@@ -33,6 +33,7 @@ from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import DkimKey
 from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
+from posthaste.services.delivery import DomainTlsRules, TlsRules
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
@@ -94,6 +95,7 @@ async def mailer(
     tls_context: TlsContextFactory = default_tls_context,
     mx_port: int = 25,
     keys: tuple[DkimKey, ...] = (KEY,),
+    tls_rules: TlsRules | None = None,
 ) -> AsyncIterator[Mailer]:
     configured = dataclasses.replace(
         settings,
@@ -105,6 +107,7 @@ async def mailer(
         senders=AnySender(configured.default_region),
         signing_keys=StaticSigningKeys(*keys),
         transports=build_transports(configured, tls_context=tls_context, mx_port=mx_port),
+        tls_rules=tls_rules,
     )
     await _empty_tables(services)
     await services.db.start_listening()
@@ -464,3 +467,37 @@ async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
         assert b"X-Client: mailer 1.0" in received.data
         raw = await m.client.get(f"/emails/{accepted.id}/raw", headers=m.tenant.headers("live"))
         assert raw.content == received.data
+
+
+class Domains:
+    """``sending_domain`` as the domains service answers it: an object with ``tls``."""
+
+    def __init__(self, tls: dict[str, str]) -> None:
+        self.tls = tls
+
+    async def sending_domain(self, team_id: str, name: str) -> Any:
+        return (
+            dataclasses.make_dataclass("D", ["tls"])(self.tls[name]) if name in self.tls else None
+        )
+
+
+async def test_a_domain_with_enforced_tls_is_never_sent_in_clear(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    zone.set("example.com", "MX", (10, "mx.example.com"))
+    zone.set("mx.example.com", "A", "127.0.0.1")
+    rules = DomainTlsRules(Domains({"acme.test": "enforced", "open.test": "opportunistic"}))
+    async with (
+        running_sink() as sink,
+        mailer(
+            settings, DeliveryTarget(kind="mx"), zone=zone, mx_port=sink.port, tls_rules=rules
+        ) as m,
+    ):
+        strict = await m.send()
+        relaxed = await m.send(**{"from": "hello@open.test"})
+        await m.deliver()
+        assert (await m.get(f"/emails/{relaxed}"))["status"] == "delivered"
+        events = (await m.get(f"/emails/{strict}/events"))["data"]
+        assert events[2]["type"] == "email.delivery_delayed"
+        assert "4.7.10" in events[2]["data"]["delay"]["diagnostic"]
+        assert len(sink.messages) == 1 and sink.messages[0].mail_from.endswith("@send.open.test")

@@ -23,6 +23,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from posthaste.adapters.transports import (
     DeliveryReport,
@@ -93,6 +94,32 @@ class _Writes:
         await jobs_repo.retry_many(tx, self.later)
 
 
+class TlsRules(Protocol):
+    """Whether mail from a team's domain must never travel in clear text (``tls: enforced``)."""
+
+    async def tls_required(self, team_id: str, domain: str) -> bool: ...
+
+
+class SendingDomains(Protocol):
+    async def sending_domain(self, team_id: str, name: str) -> Any: ...
+
+
+class NoTlsRules:
+    async def tls_required(self, team_id: str, domain: str) -> bool:
+        return False
+
+
+class DomainTlsRules:
+    """The sending domain's ``tls`` setting (PRODUCT §7): ``enforced`` requires STARTTLS."""
+
+    def __init__(self, domains: SendingDomains) -> None:
+        self.domains = domains
+
+    async def tls_required(self, team_id: str, domain: str) -> bool:
+        found = await self.domains.sending_domain(team_id, domain)
+        return found is not None and getattr(found, "tls", None) == "enforced"
+
+
 class DeliveryService:
     def __init__(
         self,
@@ -101,12 +128,14 @@ class DeliveryService:
         retry_schedule: Sequence[float],
         verp: TokenSigner,
         signing_keys: SigningKeys | None = None,
+        tls_rules: TlsRules | None = None,
     ) -> None:
         self.db = db
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
+        self.tls_rules: TlsRules = tls_rules or NoTlsRules()
 
     async def deliver(self, job: Job) -> None:
         await self.deliver_many([job])
@@ -117,10 +146,13 @@ class DeliveryService:
         again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
         attempts = await self._start(list(first.values()))
         if attempts:
-            messages = await self._messages(attempts)
+            senders = _SenderFacts(self.signing_keys, self.tls_rules)
+            messages = await self._messages(attempts, senders)
             failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
+            for attempt in attempts:  # one lookup per sending domain of the batch, before sending
+                await senders.tls_required(attempt.email)
             sends = [
-                self._send(a, message)
+                self._send(a, message, senders)
                 for a in attempts
                 if not isinstance(message := messages[a.email.id], Unsendable)
             ]
@@ -170,7 +202,7 @@ class DeliveryService:
     # --- step 2 -------------------------------------------------------------------------
 
     async def _messages(
-        self, attempts: list[Attempt]
+        self, attempts: list[Attempt], senders: _SenderFacts
     ) -> dict[str, tuple[bytes, bool] | Unsendable]:
         """The exact bytes to send, and whether they are new (to store).
 
@@ -191,7 +223,8 @@ class DeliveryService:
             email = attempt.email
             kept = stored.get(email.raw_blob_id) if email.raw_blob_id else None
             try:
-                messages[email.id] = await self._signed(email, kept, infos, contents)
+                key = await senders.signing_key(email)
+                messages[email.id] = await self._signed(email, key, kept, infos, contents)
             except (DkimError, ValueError) as exc:
                 # The same input fails the same way every time: the email cannot be sent.
                 log.exception("email %s: the message could not be built or signed", email.id)
@@ -201,12 +234,12 @@ class DeliveryService:
     async def _signed(
         self,
         email: Email,
+        key: DkimKey | None,
         kept: bytes | None,
         infos: dict[str, list[AttachmentInfo]],
         contents: dict[str, bytes],
     ) -> tuple[bytes, bool]:
         raw = kept if kept is not None else await self._build(email, infos[email.id], contents)
-        key = await self.signing_keys.signing_key(email.team_id, _sender_domain(email))
         if key is None or _signed_with(raw, key):
             return raw, kept is None
         if len(raw) > OFFLOAD_BUILD_BYTES:
@@ -225,7 +258,9 @@ class DeliveryService:
             return await asyncio.to_thread(build_message, message)
         return build_message(message)
 
-    async def _send(self, attempt: Attempt, message: tuple[bytes, bool]) -> Sent:
+    async def _send(
+        self, attempt: Attempt, message: tuple[bytes, bool], senders: _SenderFacts
+    ) -> Sent:
         raw, built = message
         email = attempt.email
         real = [r for r in attempt.waiting if simulator_kind(r) is None]
@@ -234,7 +269,9 @@ class DeliveryService:
         if real:
             transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
             return_path = verp_address(self.verp, email.id, _sender_domain(email))
-            envelope = Envelope(return_path, real, email.message_id, _needs_smtputf8(raw, real))
+            tls = await senders.tls_required(email)
+            smtputf8 = _needs_smtputf8(raw, real)
+            envelope = Envelope(return_path, real, email.message_id, smtputf8, tls)
             sent = await _send_isolated(transport, envelope, raw)
             report = DeliveryReport(
                 simulated.replies + sent.replies, simulated.sessions + sent.sessions
@@ -297,6 +334,27 @@ class DeliveryService:
     def _retry_delay(self, attempt: int) -> int:
         base = self.retry_schedule[min(attempt, len(self.retry_schedule)) - 1]
         return int(base * 1000 * (1 + random.uniform(-0.1, 0.1)))
+
+
+class _SenderFacts:
+    """Signing keys and TLS rules of a batch's sending domains, each looked up once."""
+
+    def __init__(self, keys: SigningKeys, tls_rules: TlsRules) -> None:
+        self._keys_source, self._tls_source = keys, tls_rules
+        self._keys: dict[tuple[str, str], DkimKey | None] = {}
+        self._tls: dict[tuple[str, str], bool] = {}
+
+    async def signing_key(self, email: Email) -> DkimKey | None:
+        sender = (email.team_id, _sender_domain(email))
+        if sender not in self._keys:
+            self._keys[sender] = await self._keys_source.signing_key(*sender)
+        return self._keys[sender]
+
+    async def tls_required(self, email: Email) -> bool:
+        sender = (email.team_id, _sender_domain(email))
+        if sender not in self._tls:
+            self._tls[sender] = await self._tls_source.tls_required(*sender)
+        return self._tls[sender]
 
 
 async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -> DeliveryReport:
