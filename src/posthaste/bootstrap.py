@@ -8,11 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from posthaste.adapters.transports import TransportRegistry, build_transports
+from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
+from posthaste.core.crypto import SecretBox
 from posthaste.errors import ConfigError
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
 from posthaste.services.emails import EmailChanges, EmailQueries
+from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.sending import (
@@ -24,9 +27,13 @@ from posthaste.services.sending import (
     SendingService,
 )
 from posthaste.services.teams import TeamService
+from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
+from posthaste.workers.webhooks import DispatchPolicy, WebhookDispatcher
+
+WEBHOOK_SECRET_PURPOSE = "webhook-secret"
 
 
 @dataclass
@@ -43,7 +50,10 @@ class Services:
     streams: StreamService
     suppressions: SuppressionService
     delivery: DeliveryService
+    webhooks: WebhookService
+    event_stream: EventStream
     workers: list[Worker] = field(default_factory=list)
+    dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
@@ -55,9 +65,32 @@ class Services:
         self.workers.append(worker)
         return worker
 
+    def make_webhook_dispatcher(self, **options: int | float) -> WebhookDispatcher:
+        """The worker role's webhook sender (its own loop: see ``workers/webhooks.py``)."""
+        settings = self.settings
+        client = WebhookClient(
+            HostLookup(settings.dns_nameservers),
+            timeout=settings.webhook_timeout,
+            allow_private=settings.webhook_allow_private,
+        )
+        lease = max(settings.job_lease, 3 * settings.webhook_timeout)
+        policy = DispatchPolicy(
+            schedule=settings.webhook_retry_schedule,
+            jitter=settings.webhook_jitter,
+            lease_ms=int(lease * 1000),
+            **options,  # type: ignore[arg-type]
+        )
+        box = SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE)
+        dispatcher = WebhookDispatcher(self.db, client, box, policy)
+        self.dispatchers.append(dispatcher)
+        return dispatcher
+
     async def close(self) -> None:
         for worker in self.workers:
             worker.stop()
+        for dispatcher in self.dispatchers:
+            dispatcher.stop()
+            await dispatcher.client.close()
         await self.db.close()
 
 
@@ -90,6 +123,13 @@ def build_services(
         streams=StreamService(db),
         suppressions=SuppressionService(db),
         delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+        webhooks=WebhookService(
+            db,
+            SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE),
+            HostLookup(settings.dns_nameservers),
+            allow_private=settings.webhook_allow_private,
+        ),
+        event_stream=EventStream(db),
     )
 
 

@@ -34,6 +34,8 @@ class Roles:
         if role in ("worker", "all"):
             self.worker = self.services.make_worker()
             self.tasks.append(asyncio.create_task(self.worker.run(), name="worker"))
+            dispatcher = self.services.make_webhook_dispatcher()
+            self.tasks.append(asyncio.create_task(dispatcher.run(), name="webhooks"))
         if role in ("api", "all"):
             self.api = _api_server(self.services)
             self.tasks.append(asyncio.create_task(self.api.serve(), name="api"))
@@ -47,6 +49,8 @@ class Roles:
             self.api.should_exit = True
         if self.worker is not None:
             self.worker.stop()
+        for dispatcher in self.services.dispatchers:
+            dispatcher.stop()
         if self.tasks:
             _, pending = await asyncio.wait(self.tasks, timeout=SHUTDOWN_GRACE_SECONDS)
             for task in pending:
