@@ -23,6 +23,8 @@ from posthaste.storage import events as events_repo
 from posthaste.storage.database import EVENTS_CHANNEL, Database
 
 HEARTBEAT = b": keep-alive\n\n"
+_RECHECK_FIRST = 0.05
+_RECHECK_MAX = 2.0
 
 
 def sse_frame(event: Event) -> bytes:
@@ -63,23 +65,33 @@ class EventStream:
         """Every event after ``start`` as it is recorded, with heartbeats while quiet."""
         waker = asyncio.Event()
         self._wakers.add(waker)
-        position, last_sent = start, time.monotonic()
+        position, last_sent, recheck = start, time.monotonic(), _RECHECK_FIRST
         try:
             yield b"retry: 2000\n\n"
             while True:
-                waker.clear()
-                async with self.db.read() as tx:
-                    found = await events_repo.events_after(tx, team_id, position, types, self.batch)
+                woken = waker.is_set()
+                waker.clear()  # before reading: a wake during the read is kept for the next turn
+                found = await self._read(team_id, position, types)
                 for event, after in found:
                     yield sse_frame(event)
                     position, last_sent = after, time.monotonic()
                 if len(found) == self.batch:
                     continue
+                # Woken for nothing: the event may be held back behind an older transaction
+                # still open (PostgreSQL), so look again soon, backing off up to ``poll``.
+                recheck = _RECHECK_FIRST if found or not woken else min(recheck * 2, _RECHECK_MAX)
                 if time.monotonic() - last_sent >= self.heartbeat:
                     yield HEARTBEAT
                     last_sent = time.monotonic()
-                wait = min(self.poll, self.heartbeat - (time.monotonic() - last_sent))
+                quiet = self.heartbeat - (time.monotonic() - last_sent)
+                wait = min(self.poll, quiet, recheck if woken and not found else self.poll)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waker.wait(), max(wait, 0.01))
         finally:
             self._wakers.discard(waker)
+
+    async def _read(
+        self, team_id: str, position: events_repo.Position, types: Sequence[str] | None
+    ) -> list[tuple[Event, events_repo.Position]]:
+        async with self.db.read() as tx:
+            return await events_repo.events_after(tx, team_id, position, types, self.batch)
