@@ -321,7 +321,7 @@ async def claim(
     )
     if full:
         query = query.where(webhook_deliveries.c.webhook_id.not_in(full))
-    query = query.order_by(webhook_deliveries.c.due_at).limit(limit * 2)
+    query = query.order_by(webhook_deliveries.c.due_at).limit(limit)
     candidates = (await tx.conn.execute(query.with_for_update(skip_locked=True))).all()
     chosen = _within_room(candidates, room, default_room, limit)
     if not chosen:

@@ -1,9 +1,10 @@
 """The webhook dispatcher: claims due deliveries and posts each one as its own task.
 
 Not the generic job runner, whose batches wait for their slowest job: here every delivery runs
-on its own, each endpoint has at most ``per_endpoint`` requests in flight (claims never take
-more, so a slow or dead endpoint's backlog never stands in front of another endpoint), and
-finished attempts are written in groups (one transaction for all that finished meanwhile).
+on its own, each endpoint has at most ``per_endpoint`` requests in flight (a semaphore per
+endpoint) and at most twice that claimed (claims never take more, so a slow or dead endpoint's
+backlog never stands in front of another endpoint's deliveries), and finished attempts are
+written in groups (one transaction for all that finished meanwhile).
 Woken by the database when deliveries fall due (LISTEN/NOTIFY on PostgreSQL).
 """
 
@@ -44,7 +45,14 @@ class DispatchPolicy:
     jitter: float
     lease_ms: int
     per_endpoint: int = 32
-    capacity: int = 512
+    capacity: int = 1024
+    claim_batch: int = 256
+
+    @property
+    def claimable(self) -> int:
+        """Deliveries of one endpoint held at once: in flight plus as many waiting their turn."""
+        return 2 * self.per_endpoint
+
     idle_check: float = 30.0
 
 
@@ -65,7 +73,8 @@ class WebhookDispatcher:
         self.box = box
         self.policy = policy
         self.attempted = 0
-        self._in_flight: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()  # claimed and not yet finished, by endpoint
+        self._slots: dict[str, asyncio.Semaphore] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._finished: list[repo.Outcome] = []
         self._wake = asyncio.Event()
@@ -116,13 +125,18 @@ class WebhookDispatcher:
 
     async def _claim(self, free: int) -> tuple[list[_Work], int]:
         room = {
-            webhook_id: self.policy.per_endpoint - count
+            webhook_id: self.policy.claimable - count
             for webhook_id, count in self._in_flight.items()
         }
         now = now_ms()
         async with self.db.transaction() as tx:
             claimed = await repo.claim(
-                tx, now, self.policy.lease_ms, room, self.policy.per_endpoint, free
+                tx,
+                now,
+                self.policy.lease_ms,
+                room,
+                self.policy.claimable,
+                min(free, self.policy.claim_batch),
             )
             if not claimed:
                 return [], 0
@@ -165,25 +179,39 @@ class WebhookDispatcher:
             return ()
 
     def _start(self, work: _Work) -> None:
-        self._in_flight[work.claimed.webhook_id] += 1
-        task = asyncio.create_task(self._attempt(work))
+        webhook_id = work.claimed.webhook_id
+        self._in_flight[webhook_id] += 1
+        slots = self._slots.get(webhook_id)
+        if slots is None:
+            slots = self._slots[webhook_id] = asyncio.Semaphore(self.policy.per_endpoint)
+        task = asyncio.create_task(self._attempt(work, slots))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _attempt(self, work: _Work) -> None:
+    async def _attempt(self, work: _Work, slots: asyncio.Semaphore) -> None:
         claimed = work.claimed
         try:
-            started = now_ms()
-            result = await self._post(work, started)
+            async with slots:
+                started = now_ms()
+                result = await self._post(work, started)
             self._finished.append(self._outcome(claimed, result, started))
             self.attempted += 1
         except Exception:
             log.exception("webhook attempt %s/%s crashed", claimed.webhook_id, claimed.event_id)
         finally:
-            self._in_flight[claimed.webhook_id] -= 1
-            if self._in_flight[claimed.webhook_id] <= 0:
-                del self._in_flight[claimed.webhook_id]
             self._flush_wake.set()
+            self._release(claimed.webhook_id)
+
+    def _release(self, webhook_id: str) -> None:
+        """One fewer held for the endpoint; wake the claimer when claiming more is worth it."""
+        left = self._in_flight[webhook_id] - 1
+        self._in_flight[webhook_id] = left
+        if left <= 0:
+            del self._in_flight[webhook_id]
+            self._slots.pop(webhook_id, None)
+        # Claim again once the endpoint's waiting half has drained (not after every attempt),
+        # or once half the process's capacity is free.
+        if left in (0, self.policy.per_endpoint) or len(self._tasks) == self.policy.capacity // 2:
             self._wake.set()
 
     async def _post(self, work: _Work, started: int) -> HttpResult:
@@ -255,7 +283,7 @@ class WebhookDispatcher:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _next_due(self) -> int | None:
-        full = [w for w, count in self._in_flight.items() if count >= self.policy.per_endpoint]
+        full = [w for w, count in self._in_flight.items() if count >= self.policy.claimable]
         try:
             async with self.db.read() as tx:
                 return await repo.next_due_at(tx, full)
