@@ -131,6 +131,7 @@ async def measure(
         elapsed = time.perf_counter() - started
         dispatcher.stop()
         await task
+        print(f"  claims: {dispatcher.claim_rounds}, group commits: {dispatcher.flush_rounds}")
         await dispatcher.client.close()
     finally:
         await services.close()

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, select, update
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
@@ -324,36 +324,44 @@ async def claim(
     query = query.order_by(webhook_deliveries.c.due_at).limit(limit)
     candidates = (await tx.conn.execute(query.with_for_update(skip_locked=True))).all()
     chosen = _within_room(candidates, room, default_room, limit)
-    if not chosen:
-        return []
-    keys = tuple_(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id)
-    claimed = (
-        update(webhook_deliveries)
-        .where(keys.in_(chosen))
-        .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
-        .returning(
-            webhook_deliveries.c.webhook_id,
-            webhook_deliveries.c.event_id,
-            webhook_deliveries.c.team_id,
-            webhook_deliveries.c.attempts,
-            webhook_deliveries.c.claims,
-            webhook_deliveries.c.replay_status,
+    claimed: list[Claimed] = []
+    for webhook_id, event_ids in chosen.items():  # by primary key: one indexed update each
+        lease = (
+            update(webhook_deliveries)
+            .where(
+                webhook_deliveries.c.webhook_id == webhook_id,
+                webhook_deliveries.c.event_id.in_(event_ids),
+            )
+            .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
+            .returning(*_CLAIMED)
         )
-    )
-    rows = (await tx.conn.execute(claimed)).all()
-    return [Claimed(*row) for row in rows]
+        claimed.extend(Claimed(*row.tuple()) for row in await tx.conn.execute(lease))
+    return claimed
+
+
+_CLAIMED = (
+    webhook_deliveries.c.webhook_id,
+    webhook_deliveries.c.event_id,
+    webhook_deliveries.c.team_id,
+    webhook_deliveries.c.attempts,
+    webhook_deliveries.c.claims,
+    webhook_deliveries.c.replay_status,
+)
 
 
 def _within_room(
     candidates: Sequence[Any], room: dict[str, int], default_room: int, limit: int
-) -> list[tuple[str, str]]:
+) -> dict[str, list[str]]:
+    """The candidates that fit each endpoint's room, grouped by endpoint."""
     left = dict(room)
-    chosen: list[tuple[str, str]] = []
+    chosen: dict[str, list[str]] = {}
+    taken = 0
     for webhook_id, event_id in candidates:
         free = left.get(webhook_id, default_room)
-        if free > 0 and len(chosen) < limit:
-            chosen.append((webhook_id, event_id))
+        if free > 0 and taken < limit:
+            chosen.setdefault(webhook_id, []).append(event_id)
             left[webhook_id] = free - 1
+            taken += 1
     return chosen
 
 

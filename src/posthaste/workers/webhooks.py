@@ -73,6 +73,8 @@ class WebhookDispatcher:
         self.box = box
         self.policy = policy
         self.attempted = 0
+        self.claim_rounds = 0  # claim transactions that took something (for bench/metrics)
+        self.flush_rounds = 0  # group-commits of finished attempts
         self._in_flight: Counter[str] = Counter()  # claimed and not yet finished, by endpoint
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -121,6 +123,7 @@ class WebhookDispatcher:
             return 0
         for item in work:
             self._start(item)
+        self.claim_rounds += 1 if work or paused else 0
         return len(work) + paused
 
     async def _claim(self, free: int) -> tuple[list[_Work], int]:
@@ -260,6 +263,7 @@ class WebhookDispatcher:
         if not batch:
             return
         try:
+            self.flush_rounds += 1
             async with self.db.transaction() as tx:
                 await repo.record_outcomes(tx, batch)
                 if any(o.next_attempt_at is not None for o in batch):
