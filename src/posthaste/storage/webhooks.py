@@ -335,7 +335,7 @@ async def claim(
             .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
             .returning(*_CLAIMED)
         )
-        claimed.extend(Claimed(*row.tuple()) for row in await tx.conn.execute(lease))
+        claimed.extend(Claimed(*row._tuple()) for row in await tx.conn.execute(lease))
     return claimed
 
 
