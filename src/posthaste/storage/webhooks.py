@@ -335,8 +335,12 @@ async def claim(
             .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
             .returning(*_CLAIMED)
         )
-        claimed.extend(Claimed(*row._tuple()) for row in await tx.conn.execute(lease))
+        claimed.extend(_claimed(row) for row in await tx.conn.execute(lease))
     return claimed
+
+
+def _claimed(r: Any) -> Claimed:
+    return Claimed(r.webhook_id, r.event_id, r.team_id, r.attempts, r.claims, r.replay_status)
 
 
 _CLAIMED = (
