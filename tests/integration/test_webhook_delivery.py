@@ -316,6 +316,8 @@ async def test_a_slow_or_dead_endpoint_does_not_delay_a_live_one(
         assert slow.requests == []  # every slow request is still held
         await eventually(lambda: slow.in_flight == 4, what="the slow endpoint's bound")
         await _settled(client, tenant, live_hook["id"], 40)
+        listed = [e["id"] for e in await _events(client, tenant, live_hook["id"])]
+        assert listed == sorted((e.id for e in items), reverse=True)  # newest first
         hold.set()
         await _settled(client, tenant, slow_hook["id"], 40)
         assert slow.most_in_flight <= 4 and len(slow.requests) == 40

@@ -47,6 +47,7 @@ class DispatchPolicy:
     per_endpoint: int = 32
     capacity: int = 1024
     claim_batch: int = 256
+    drain_seconds: float = 5.0  # at stop, how long in-flight attempts may finish
 
     @property
     def claimable(self) -> int:
@@ -107,7 +108,7 @@ class WebhookDispatcher:
 
     async def _drain(self) -> None:
         if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=self.policy.lease_ms / 1000)
+            _, pending = await asyncio.wait(self._tasks, timeout=self.policy.drain_seconds)
             for task in pending:
                 task.cancel()  # its delivery falls due again when the lease runs out
         self._stopping = True
