@@ -96,6 +96,8 @@ def _api_server(services: Services) -> uvicorn.Server:
         access_log=False,
         server_header=False,
         proxy_headers=False,
+        # Open event streams never end by themselves: close them, rather than wait out the grace.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS // 2,
     )
     server = uvicorn.Server(config)
     log.info("API listening on http://%s:%s", settings.http_host, settings.http_port)
