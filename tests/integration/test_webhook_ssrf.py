@@ -106,3 +106,24 @@ async def test_a_literal_private_endpoint_is_refused_at_delivery_too() -> None:
         await web.close()
     assert result.success is False and result.error is not None
     assert "metadata" in result.error
+
+
+async def test_names_resolve_through_the_configured_nameservers(zone: ZoneServer) -> None:
+    async with running_receiver() as receiver:
+        port = receiver.url.split(":")[2].split("/")[0]
+        zone.add("named.example.com", "A", "127.0.0.1")
+        url = f"http://named.example.com:{port}/hook"
+        allowed = WebhookClient(HostLookup(zone.nameservers), timeout=5, allow_private=True)
+        guarded = WebhookClient(HostLookup(zone.nameservers), timeout=5, allow_private=False)
+        try:
+            delivered = await allowed.post(url, b"{}", {"Content-Type": "application/json"})
+            refused = await guarded.post(url, b"{}", {"Content-Type": "application/json"})
+        finally:
+            await allowed.close()
+            await guarded.close()
+    assert delivered.success and delivered.status_code == 200
+    assert receiver.requests[0].headers["Host"] == f"named.example.com:{port}"
+    assert ("named.example.com", "A") in zone.queries
+    assert not refused.success and refused.error is not None
+    assert "named.example.com resolves to 127.0.0.1, a loopback address" in refused.error
+    assert len(receiver.requests) == 1
