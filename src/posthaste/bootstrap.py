@@ -31,7 +31,7 @@ from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
-from posthaste.workers.webhooks import DispatchPolicy, WebhookDispatcher
+from posthaste.workers.webhooks import CLAIM_ROUNDS, DispatchPolicy, WebhookDispatcher
 
 WEBHOOK_SECRET_PURPOSE = "webhook-secret"
 
@@ -73,7 +73,8 @@ class Services:
             timeout=settings.webhook_timeout,
             allow_private=settings.webhook_allow_private,
         )
-        lease = max(settings.job_lease, 3 * settings.webhook_timeout)
+        # Long enough for every round of an endpoint's claimed deliveries to time out in turn.
+        lease = max(settings.job_lease, (CLAIM_ROUNDS + 1) * settings.webhook_timeout)
         policy = DispatchPolicy(
             schedule=settings.webhook_retry_schedule,
             jitter=settings.webhook_jitter,

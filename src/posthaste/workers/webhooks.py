@@ -2,10 +2,10 @@
 
 Not the generic job runner, whose batches wait for their slowest job: here every delivery runs
 on its own, each endpoint has at most ``per_endpoint`` requests in flight (a semaphore per
-endpoint) and at most twice that claimed (claims never take more, so a slow or dead endpoint's
-backlog never stands in front of another endpoint's deliveries), and finished attempts are
-written in groups (one transaction for all that finished meanwhile).
-Woken by the database when deliveries fall due (LISTEN/NOTIFY on PostgreSQL).
+endpoint) and at most ``CLAIM_ROUNDS`` times that claimed (claims never take more, so a slow or
+dead endpoint's backlog never stands in front of another endpoint's deliveries), and finished
+attempts are written in groups (one transaction for all that finished meanwhile). Woken by the
+database when deliveries fall due (LISTEN/NOTIFY on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from posthaste.storage import webhooks as repo
 from posthaste.storage.database import Database
 
 log = logging.getLogger(__name__)
+CLAIM_ROUNDS = 4  # an endpoint's claimed deliveries, in rounds of ``per_endpoint`` requests
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ class DispatchPolicy:
 
     @property
     def claimable(self) -> int:
-        """Deliveries of one endpoint held at once: in flight plus as many waiting their turn."""
-        return 2 * self.per_endpoint
+        """Deliveries of one endpoint held at once: in flight plus three rounds waiting their turn
+        (the next claim's transaction then never leaves the endpoint idle)."""
+        return CLAIM_ROUNDS * self.per_endpoint
 
     idle_check: float = 30.0
 
@@ -215,7 +217,8 @@ class WebhookDispatcher:
             self._slots.pop(webhook_id, None)
         # Claim again once the endpoint's waiting half has drained (not after every attempt),
         # or once half the process's capacity is free.
-        if left in (0, self.policy.per_endpoint) or len(self._tasks) == self.policy.capacity // 2:
+        half = self.policy.claimable // 2
+        if left in (0, half) or len(self._tasks) == self.policy.capacity // 2:
             self._wake.set()
 
     async def _post(self, work: _Work, started: int) -> HttpResult:
