@@ -26,6 +26,7 @@ from posthaste.core.status import EmailStatus
 from posthaste.services.sending import DELIVER_JOB
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
+from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
@@ -64,10 +65,13 @@ def _email(request: SendRequest, team_id: str, now: int) -> Email:
     )
 
 
-def build_rows(requests: list[SendRequest], team_id: str) -> tuple[Rows, list[dict[str, Any]]]:
+def build_rows(
+    requests: list[SendRequest], team_id: str
+) -> tuple[Rows, list[Event], list[dict[str, Any]]]:
     """Rows per table and job rows for ``requests``, fresh ids each time."""
     now = now_ms()
-    rows: Rows = {"emails": [], "email_recipients": [], "email_tags": [], "events": []}
+    rows: Rows = {"emails": [], "email_recipients": [], "email_tags": []}
+    events: list[Event] = []
     job_rows: list[dict[str, Any]] = []
     for request in requests:
         email = _email(request, team_id, now)
@@ -76,9 +80,9 @@ def build_rows(requests: list[SendRequest], team_id: str) -> tuple[Rows, list[di
         rows["email_tags"].extend(emails_repo.tag_rows(email))
         data = email_event_data(email)
         event = Event(new_id(), team_id, email.last_event, email.id, now, data)
-        rows["events"].append(emails_repo.event_row(event))
+        events.append(event)
         job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, team_id, now, now))
-    return rows, job_rows
+    return rows, events, job_rows
 
 
 @dataclass
@@ -101,10 +105,11 @@ async def _writer(
     while time.perf_counter() < window_end:
         chosen = [pool[(index + i) % len(pool)] for i in range(per_tx)]
         index += per_tx
-        rows, job_rows = build_rows(chosen, target.team_id)
+        rows, events, job_rows = build_rows(chosen, target.team_id)
         start = time.perf_counter()
         async with target.db.transaction() as tx:
             await emails_repo.insert_many(tx, rows)
+            await events_repo.insert_events(tx, events)
             await jobs_repo.enqueue_many(tx, job_rows)
         if start >= window_start:
             recorder.add(start, time.perf_counter(), per_tx)

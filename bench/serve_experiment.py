@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from bench import experiments
@@ -12,10 +11,6 @@ from bench import experiments
 def main() -> int:
     names = [n for n in os.environ.get(experiments.ENV, "").split(",") if n]
     experiments.apply(names)
-    if "uvloop" in names:
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     from posthaste.cli import main as posthaste_main
 
     return posthaste_main(["serve"])

@@ -129,7 +129,7 @@ async def measure(
         started = time.perf_counter()
         task = asyncio.create_task(dispatcher.run())
         while await _delivered(services) < total:  # noqa: ASYNC110 (polls the database)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.25)
         elapsed = time.perf_counter() - started
         dispatcher.stop()
         await task

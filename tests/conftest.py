@@ -17,6 +17,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import hypothesis
 import pytest
 from sqlalchemy import text
 
@@ -27,6 +28,11 @@ from posthaste.core.models import KeyMode, Permission, Team
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.storage.tables import metadata
 from tests.dns_server import ZoneServer, running_zone
+
+# Speed is measured in bench/, never in tests: no per-example deadline, so a loaded CI machine
+# cannot fail a property test for being slow.
+hypothesis.settings.register_profile("posthaste", deadline=None)
+hypothesis.settings.load_profile("posthaste")
 
 PG_ADMIN_DSN = os.environ.get("POSTHASTE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 SECRET = "test-secret-key-" + "x" * 32

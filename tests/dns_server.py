@@ -81,12 +81,8 @@ class ZoneServer:
         self.queries: list[tuple[str, str]] = []
         self.silent = False
         self.servfail = False
-        resolver = _ZoneResolver(self)
-        self._udp = DNSServer(resolver, address="127.0.0.1", port=0, logger=_Quiet())
+        self._udp, self._tcp = _bind_pair(_ZoneResolver(self))
         self.port: int = self._udp.server.server_address[1]
-        self._tcp = DNSServer(
-            resolver, address="127.0.0.1", port=self.port, tcp=True, logger=_Quiet()
-        )
 
     @property
     def nameservers(self) -> tuple[tuple[str, int], ...]:
@@ -116,6 +112,20 @@ class ZoneServer:
         for server in (self._udp, self._tcp):
             server.server.shutdown()
             server.server.server_close()
+
+
+def _bind_pair(resolver: _ZoneResolver) -> tuple[DNSServer, DNSServer]:
+    """UDP on a free port, then TCP on the same number (retried if TCP's is taken)."""
+    for _ in range(20):
+        udp = DNSServer(resolver, address="127.0.0.1", port=0, logger=_Quiet())
+        port = udp.server.server_address[1]
+        try:
+            tcp = DNSServer(resolver, address="127.0.0.1", port=port, tcp=True, logger=_Quiet())
+        except OSError:
+            udp.server.server_close()
+            continue
+        return udp, tcp
+    raise RuntimeError("no free port for both UDP and TCP")
 
 
 class _Quiet:

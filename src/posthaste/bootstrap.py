@@ -7,26 +7,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from posthaste.adapters.dkim_keys import KeyProviders
+from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
 from posthaste.core.crypto import SecretBox
+from posthaste.core.templates import ParseCache
 from posthaste.errors import ConfigError
 from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService
+from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import (
     DELIVER_JOB,
     ContentResolver,
-    InlineContent,
-    NoVerifiedDomains,
     SenderPolicy,
     SendingService,
 )
 from posthaste.services.teams import TeamService
+from posthaste.services.template_content import TemplateContent
+from posthaste.services.templates import TemplateService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
@@ -50,6 +55,8 @@ class Services:
     streams: StreamService
     suppressions: SuppressionService
     delivery: DeliveryService
+    templates: TemplateService
+    domains: DomainService
     webhooks: WebhookService
     event_stream: EventStream
     workers: list[Worker] = field(default_factory=list)
@@ -58,7 +65,7 @@ class Services:
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
             self.db,
-            {DELIVER_JOB: self.delivery.deliver},
+            {DELIVER_JOB: self.delivery.deliver, CHECK_DOMAIN_JOB: self.domains.recheck},
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )
@@ -107,6 +114,7 @@ def build_services(
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
     transports = build_transports(settings)
+    parsed_templates = ParseCache()
     return Services(
         settings=settings,
         db=db,
@@ -114,8 +122,8 @@ def build_services(
         teams=TeamService(db),
         sending=SendingService(
             db,
-            content or InlineContent(),
-            senders or NoVerifiedDomains(settings.default_region),
+            content or TemplateContent(parsed_templates),
+            senders or DomainSenders(settings.default_region),
         ),
         emails=EmailQueries(db),
         email_changes=EmailChanges(db),
@@ -124,6 +132,8 @@ def build_services(
         streams=StreamService(db),
         suppressions=SuppressionService(db),
         delivery=DeliveryService(db, transports, settings.delivery_retry_schedule),
+        templates=TemplateService(db, parsed_templates),
+        domains=DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders()),
         webhooks=WebhookService(
             db,
             SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE),

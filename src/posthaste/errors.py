@@ -7,6 +7,7 @@ Library errors are translated into this tree once, at the adapter that met them.
 
 PosthasteError
  ├── ValidationError                  validation_error
+ │    └── RecipientSuppressed         validation_error (a recipient is on the suppression list)
  ├── AuthError
  │    ├── MissingApiKey               missing_api_key
  │    ├── InvalidApiKey               invalid_api_key
@@ -49,6 +50,12 @@ class PosthasteError(Exception):
 class ValidationError(PosthasteError):
     name = "validation_error"
     default_message = "The request is invalid."
+
+
+class RecipientSuppressed(ValidationError):
+    """Kept apart from other validation errors for the relay's 550 5.1.1; same name over HTTP."""
+
+    default_message = "A recipient is on the suppression list."
 
 
 class AuthError(PosthasteError):

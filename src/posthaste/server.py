@@ -1,4 +1,4 @@
-"""``posthaste serve``: the API and the workers in one process, or one role of a fleet."""
+"""``posthaste serve``: the API, the SMTP relay and the workers in one process, or one role."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.services.teams import CreatedKey
+from posthaste.smtp.relay import RelayServer
 from posthaste.workers.runner import Worker
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ class Roles:
         self.services = services
         self.worker: Worker | None = None
         self.api: uvicorn.Server | None = None
+        self.relay: RelayServer | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -39,16 +41,20 @@ class Roles:
         if role in ("api", "all"):
             self.api = _api_server(self.services)
             self.tasks.append(asyncio.create_task(self.api.serve(), name="api"))
-        if role == "smtp":
-            log.warning(
-                "the smtp role has nothing to run yet: the SMTP relay is not in this version"
-            )
+        if role in ("smtp", "all"):
+            self.relay = RelayServer.from_settings(self.services)
+            if self.relay.listeners:
+                self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
+            elif role == "smtp":
+                log.warning("the smtp role has nothing to run: both relay ports are 0 (off)")
 
     async def stop(self) -> None:
         if self.api is not None:
             self.api.should_exit = True
         if self.worker is not None:
             self.worker.stop()
+        if self.relay is not None:
+            self.relay.stop()
         for dispatcher in self.services.dispatchers:
             dispatcher.stop()
         if self.tasks:

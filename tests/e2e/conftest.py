@@ -59,9 +59,17 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"server did not become ready:\n{log.read_text()}")
 
 
+@pytest.fixture(scope="module")
+def server_env() -> dict[str, str]:
+    """Extra environment for the module's server; a test module may override this fixture."""
+    return {}
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    server_env: dict[str, str],
 ) -> Iterator[RunningServer]:
     # Named like the default data dir, so the README's walk-through runs unchanged beside it.
     data_dir = tmp_path_factory.mktemp("server") / "posthaste-data"
@@ -71,8 +79,11 @@ def server(
         **os.environ,
         "POSTHASTE_DATA_DIR": str(data_dir),
         "POSTHASTE_HTTP_PORT": str(port),
+        "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
+        "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
         "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s",
         "POSTHASTE_LOG_LEVEL": "warning",
+        **server_env,
     }
     database = None
     if request.param == "postgres":

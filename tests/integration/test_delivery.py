@@ -182,12 +182,13 @@ async def test_mime_carries_inline_and_regular_attachments(
 async def test_scheduled_email_waits_for_its_time(
     client: httpx.AsyncClient, services: Services, tenant: Tenant
 ) -> None:
-    email_id = await send(client, tenant, scheduled_at=format_ms(now_ms() + 600))
+    due = now_ms() + 2000  # a margin wide enough for a loaded machine to stay before it
+    email_id = await send(client, tenant, scheduled_at=format_ms(due))
     await run_worker(services)
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
         "status"
     ] == "scheduled"
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(max(0.0, (due - now_ms()) / 1000) + 0.05)
     await run_worker(services)
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
         "status"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -137,10 +138,11 @@ async def test_batch_items_fail_independently_and_the_rest_are_stored(
     )
     assert [type(o).__name__ for o in outcomes] == [
         "Email",
-        "ValidationError",
+        "RecipientSuppressed",
         "ValidationError",
         "Email",
     ]
+    assert [getattr(o, "name", None) for o in outcomes[1:3]] == ["validation_error"] * 2
     assert (await row_counts(services))["emails"] == 2
 
 
@@ -170,3 +172,28 @@ async def test_scheduled_at_rules(services: Services, tenant: Tenant) -> None:
         await services.sending.accept(who, body(scheduled_at=format_ms(now_ms() + 31 * 86_400_000)))
     with pytest.raises(ValidationError, match="time zone"):
         await services.sending.accept(who, body(scheduled_at="2030-01-01T00:00:00"))
+
+
+async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
+    services: Services, tenant: Tenant
+) -> None:
+    """Sends that share a group-committed transaction keep their own checks and results."""
+    other = await make_tenant(services, daily_quota=2)
+    mine, theirs = await principal(services, tenant.test), await principal(services, other.test)
+    await services.suppressions.add(mine, "blocked@example.com")
+    calls = [services.sending.accept(mine, body(to=f"user{n}@example.com")) for n in range(10)] + [
+        services.sending.accept(mine, body(to="blocked@example.com")),
+        services.sending.accept(mine, body(to="not an address")),
+        services.sending.accept_batch(theirs, [body(), body(), body()]),
+    ]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    stored = outcomes[:10]
+    assert all(not isinstance(o, BaseException) for o in stored)
+    assert len({o.id for o in stored if not isinstance(o, BaseException)}) == 10
+    assert isinstance(outcomes[10], ValidationError) and "suppression" in str(outcomes[10])
+    assert isinstance(outcomes[11], ValidationError)
+    batch = outcomes[12]
+    assert isinstance(batch, list)
+    assert [type(o).__name__ for o in batch] == ["Email", "Email", "DailyQuotaExceeded"]
+    counts = await row_counts(services)
+    assert counts["emails"] == counts["jobs"] == counts["events"] == 12

@@ -8,7 +8,7 @@ from posthaste import __version__
 from posthaste.api.errors import install_error_handlers
 from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
 from posthaste.api.openapi import install_openapi
-from posthaste.api.routes import admin, emails, event_stream, health, webhooks
+from posthaste.api.routes import admin, domains, emails, event_stream, health, templates, webhooks
 from posthaste.bootstrap import Services
 
 DESCRIPTION = (
@@ -30,6 +30,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(emails.router)
     app.include_router(admin.router)
+    app.include_router(templates.router)
+    app.include_router(domains.router)
     app.include_router(webhooks.router)
     app.include_router(event_stream.router)
     install_openapi(app)

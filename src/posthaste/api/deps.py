@@ -12,7 +12,8 @@ from posthaste.core.models import Permission, Principal
 from posthaste.errors import MissingApiKey, RestrictedApiKey, ValidationError
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async: FastAPI runs a plain ``def`` dependency in a worker thread, a round trip per request.
     services: Services = request.app.state.services
     return services
 

@@ -22,6 +22,7 @@ envelopes) goes through ``parse_address``, so the rules live here once:
 
 from __future__ import annotations
 
+import functools
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -83,6 +84,13 @@ def parse_address(value: str, field: str) -> Address:
     """Parse one address as a caller wrote it; raise ``ValidationError`` naming ``field`` if bad."""
     if not isinstance(value, str):
         raise ValidationError(f"{field!r} must be an address string, got {json_type(value)}.")
+    return _parse_address_text(value, field)
+
+
+# Senders and recipients repeat (a batch shares its sender); validation with IDNA is the
+# costliest step of accepting an email, and its result depends on the text alone.
+@functools.lru_cache(maxsize=4096)
+def _parse_address_text(value: str, field: str) -> Address:
     _check_length(value, field)
     _check_characters(value, field)
     text = value.strip()
@@ -232,10 +240,16 @@ def _validate_addr_spec(addr_spec: str, field: str, value: str) -> tuple[str, st
 def _to_a_label(domain: str, field: str, value: str) -> str:
     """The lowercase IDNA A-label form (UTS #46 mapping, as browsers and MTAs apply it)."""
     try:
-        ascii_domain = idna.encode(domain, uts46=True).decode("ascii").lower()
-        idna.decode(ascii_domain)
+        return _a_label(domain)
     except idna.IDNAError as exc:
         raise _invalid(field, value, f"the domain is not valid IDNA ({exc})") from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _a_label(domain: str) -> str:
+    # Cached: recipients differ but their domains repeat, and IDNA checks are costly.
+    ascii_domain = idna.encode(domain, uts46=True).decode("ascii").lower()
+    idna.decode(ascii_domain)
     return ascii_domain
 
 

@@ -135,3 +135,54 @@ class Job:
     ref: str
     team_id: str | None
     attempts: int
+
+
+# Templates (issue 5)
+
+
+@dataclass(frozen=True)
+class TemplateVariable:
+    """A declared variable; ``fallback_value`` None means none (a send must give a value)."""
+
+    key: str
+    fallback_value: str | int | float | bool | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class TemplateVersion:
+    """One immutable content version of a template."""
+
+    id: str
+    template_id: str
+    subject: str | None
+    html: str | None
+    text: str | None
+    variables: list[TemplateVariable]
+
+    def fallbacks(self) -> dict[str, object]:
+        return {v.key: v.fallback_value for v in self.variables if v.fallback_value is not None}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A template: ``draft`` is its latest content; sends with live keys use the published one."""
+
+    id: str
+    team_id: str
+    name: str
+    alias: str | None
+    draft: TemplateVersion
+    published_version_id: str | None
+    published_at: int | None
+    created_at: int
+    updated_at: int
+
+    @property
+    def status(self) -> str:
+        return "draft" if self.published_version_id is None else "published"
+
+    @property
+    def has_unpublished_changes(self) -> bool:
+        """True when edits made after the last publish wait for the next one."""
+        return self.published_version_id not in (None, self.draft.id)

@@ -53,6 +53,8 @@ class SendRequest:
     template: str | None
     stream_id: str | None
     attachments: list[AttachmentInput] = field(default_factory=list)
+    raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
+    message_id: str | None = None  # its Message-ID, ``<id>``; None: the service makes one
 
     def recipients(self) -> list[tuple[str, str]]:
         """Unique (lookup address, kind) pairs over to, cc and bcc, first occurrence wins."""
@@ -184,13 +186,18 @@ def _attachments(value: object) -> list[AttachmentInput]:
     if len(value) > MAX_ATTACHMENTS:
         raise ValidationError(f"At most {MAX_ATTACHMENTS} attachments per email.")
     items = [_attachment(item, f"attachments[{i}]") for i, item in enumerate(value)]
+    check_attachment_budget(items)
+    return items
+
+
+def check_attachment_budget(items: list[AttachmentInput]) -> None:
+    """At most 18 MiB of decoded attachments per email, however they were given."""
     total = sum(len(item.content) for item in items)
     if total > MAX_ATTACHMENT_BYTES:
         raise ValidationError(
             f"Attachments total {total} bytes; the limit is {MAX_ATTACHMENT_BYTES} bytes (18 MiB) "
             "decoded per email."
         )
-    return items
 
 
 def _attachment(item: object, where: str) -> AttachmentInput:

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
-from posthaste.core.models import AttachmentInfo, Email, Event, Stream, Suppression
+from posthaste.core.models import (
+    AttachmentInfo,
+    Email,
+    Event,
+    Stream,
+    Suppression,
+    Template,
+    TemplateVariable,
+)
 
 
 def email_record(email: Email) -> dict[str, Any]:
@@ -90,4 +99,50 @@ def suppression_record(item: Suppression) -> dict[str, Any]:
         "origin": item.origin,
         "source_email_id": item.source_email_id,
         "created_at": format_ms(item.created_at),
+    }
+
+
+def template_record(template: Template) -> dict[str, Any]:
+    """A template with its latest (draft) content; ``status`` says whether one is published."""
+    draft = template.draft
+    return {
+        "object": "template",
+        "id": template.id,
+        "name": template.name,
+        "alias": template.alias,
+        "subject": draft.subject,
+        "html": draft.html,
+        "text": draft.text,
+        "variables": [variable_record(v) for v in draft.variables],
+        "status": template.status,
+        "published_at": format_ms(template.published_at),
+        "has_unpublished_changes": template.has_unpublished_changes,
+        "created_at": format_ms(template.created_at),
+        "updated_at": format_ms(template.updated_at),
+    }
+
+
+def variable_record(variable: TemplateVariable) -> dict[str, Any]:
+    record: dict[str, Any] = {"key": variable.key, "fallback_value": variable.fallback_value}
+    if variable.type is not None:
+        record["type"] = variable.type
+    return record
+
+
+def domain_record(domain: Domain) -> dict[str, Any]:
+    """A domain as the API shows it (never its private key)."""
+    return {
+        "object": "domain",
+        "id": domain.id,
+        "name": domain.name,
+        "status": domain.status.value,
+        "region": domain.region,
+        "created_at": format_ms(domain.created_at),
+        "records": [record.as_dict() for record in domain.records],
+        "open_tracking": domain.open_tracking,
+        "click_tracking": domain.click_tracking,
+        "tls": domain.tls,
+        "receiving": domain.receiving,
+        "claimed": domain.claimed,
+        "last_checked_at": format_ms(domain.last_checked_at),
     }

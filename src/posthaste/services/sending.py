@@ -24,10 +24,11 @@ from posthaste.core.serialize import email_event_data, email_record
 from posthaste.core.status import EmailStatus
 from posthaste.errors import (
     DailyQuotaExceeded,
-    DomainNotVerified,
     PosthasteError,
+    RecipientSuppressed,
     ValidationError,
 )
+from posthaste.services.group_commit import GroupCommit
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import idempotency as idempotency_repo
@@ -73,21 +74,6 @@ class InlineContent:
         return Content(request.subject, request.html, request.text)
 
 
-class NoVerifiedDomains:
-    """Until domains can be verified, live keys may not send; test keys send from anywhere."""
-
-    def __init__(self, default_region: str) -> None:
-        self.default_region = default_region
-
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
-        if not principal.is_test:
-            raise DomainNotVerified(
-                f"The domain {sender.domain!r} is not verified for this team. Add and verify it "
-                "under /domains, or send with a test key."
-            )
-        return self.default_region
-
-
 @dataclass(frozen=True)
 class _Accepted:
     email: Email
@@ -97,16 +83,36 @@ class _Accepted:
 Outcome = Email | PosthasteError
 
 
+@dataclass
+class _Submission:
+    """One caller's items (a single send or a batch), checked and stored in a shared transaction."""
+
+    principal: Principal
+    items: list[Outcome | SendRequest]
+    idempotency_key: str | None
+
+
+MAX_EMAILS_PER_TRANSACTION = 1000
+
+
 class SendingService:
     def __init__(self, db: Database, content: ContentResolver, senders: SenderPolicy) -> None:
         self.db = db
         self.content = content
         self.senders = senders
+        self._group: GroupCommit[_Submission, list[Outcome]] = GroupCommit(
+            self._accept_group,
+            weight=lambda submission: len(submission.items),
+            max_weight=MAX_EMAILS_PER_TRANSACTION,
+        )
 
     async def accept(
         self, principal: Principal, body: object, *, idempotency_key: str | None = None
     ) -> Email:
-        """Accept one email or raise the first failing check's error; nothing half-stored."""
+        """Accept one email or raise the first failing check's error; nothing half-stored.
+
+        ``body`` is a request body, or a ``SendRequest`` already read from a relay submission.
+        """
         [outcome] = await self._accept_all(principal, [body], idempotency_key)
         if isinstance(outcome, PosthasteError):
             raise outcome
@@ -120,21 +126,34 @@ class SendingService:
         self, principal: Principal, bodies: Sequence[object], idempotency_key: str | None
     ) -> list[Outcome]:
         now = now_ms()
-        outcomes: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
+        items: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
+        return await self._group.submit(_Submission(principal, items, idempotency_key))
+
+    async def _accept_group(self, submissions: list[_Submission]) -> list[list[Outcome]]:
+        """Check every submission and store what passed, all in one transaction."""
+        now = now_ms()
+        results: list[list[Outcome]] = []
         async with self.db.transaction() as tx:
-            accepted = await self._check_all(tx, principal, outcomes, now)
-            accepted = await _apply_quota(tx, principal, accepted, outcomes, now)
-            if accepted:
-                await _store(tx, [item for _, item in accepted], now)
-            results: list[Outcome | None] = [
-                None if isinstance(o, SendRequest) else o for o in outcomes
-            ]
-            for index, accepted_item in accepted:
-                results[index] = accepted_item.email
-            if idempotency_key is not None and accepted:
-                body = orjson.dumps(email_record(accepted[0][1].email)).decode()
-                await idempotency_repo.complete(tx, principal.team_id, idempotency_key, 200, body)
-        return [r for r in results if r is not None]
+            to_store: list[_Accepted] = []
+            for submission in submissions:
+                accepted = await self._check_submission(tx, submission, now)
+                to_store.extend(item for _, item in accepted)
+                results.append(_results(submission.items, accepted))
+            if to_store:
+                await _store(tx, to_store, now)
+        return results
+
+    async def _check_submission(
+        self, tx: Tx, submission: _Submission, now: int
+    ) -> list[tuple[int, _Accepted]]:
+        principal, items = submission.principal, submission.items
+        accepted = await self._check_all(tx, principal, items, now)
+        accepted = await _apply_quota(tx, principal, accepted, items, now)
+        key = submission.idempotency_key
+        if key is not None and accepted:
+            body = orjson.dumps(email_record(accepted[0][1].email)).decode()
+            await idempotency_repo.complete(tx, principal.team_id, key, 200, body)
+        return accepted
 
     async def _check_all(
         self, tx: Tx, principal: Principal, items: list[Outcome | SendRequest], now: int
@@ -152,7 +171,7 @@ class SendingService:
         for index, candidate in accepted:
             listed = [r for r, _ in candidate.request.recipients() if r in suppressed]
             if listed:
-                items[index] = ValidationError(
+                items[index] = RecipientSuppressed(
                     f"The recipient {listed[0]} is on the suppression list; remove it from "
                     "/suppressions to send to it again."
                 )
@@ -169,7 +188,19 @@ class SendingService:
         return _Accepted(_build_email(principal, request, content, stream_id, region, now), request)
 
 
+def _results(
+    items: list[Outcome | SendRequest], accepted: list[tuple[int, _Accepted]]
+) -> list[Outcome]:
+    """Each item's outcome in request order: its stored email or its error."""
+    emails = {index: item.email for index, item in accepted}
+    return [
+        emails[index] if isinstance(item, SendRequest) else item for index, item in enumerate(items)
+    ]
+
+
 def _parse(body: object, now: int) -> Outcome | SendRequest:
+    if isinstance(body, SendRequest):  # already parsed, e.g. from a relay submission
+        return body
     try:
         return parse_send_request(body, now)
     except PosthasteError as exc:
@@ -250,9 +281,10 @@ def _build_email(
         template_id=content.template_id,
         stream_id=stream_id,
         broadcast_id=None,
-        message_id=make_message_id(request.from_.domain, email_id),
+        message_id=request.message_id or make_message_id(request.from_.domain, email_id),
         provider_message_id=None,
         region=region,
+        raw_blob_id=None if request.raw is None else new_id(),
     )
 
 
@@ -272,6 +304,8 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
                 for a in request.attachments
             ],
         )
+        if email.raw_blob_id is not None and request.raw is not None:
+            blob_rows.append(emails_repo.blob_row(email, email.raw_blob_id, request.raw))
         _add(rows, "blobs", blob_rows)
         _add(rows, "attachments", info_rows)
         first_events.append(

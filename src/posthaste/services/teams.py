@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import string
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,9 +14,11 @@ from posthaste.core.models import ApiKey, KeyMode, Permission, Principal, Stream
 from posthaste.errors import Conflict, InvalidApiKey, NotFound, ValidationError
 from posthaste.storage import streams as streams_repo
 from posthaste.storage import teams as teams_repo
-from posthaste.storage.database import Database, Tx
+from posthaste.storage.database import KEYS_CHANNEL, Database, Tx
 
 _BASE62 = string.ascii_letters + string.digits
+PRINCIPAL_CACHE_SECONDS = 5.0
+PRINCIPAL_CACHE_SIZE = 10_000
 DEFAULT_RATE_LIMIT = 10
 DEFAULT_STREAMS = (
     ("transactional", "Transactional", "transactional"),
@@ -42,6 +45,9 @@ class CreatedKey:
 class TeamService:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # token hash -> (expiry on the monotonic clock, principal); see ``authenticate``.
+        self._principals: dict[str, tuple[float, Principal]] = {}
+        db.add_listener(KEYS_CHANNEL, self._principals.clear)
 
     async def create_team(
         self, name: str, rate_limit: int | None = None, daily_quota: int | None = None
@@ -68,6 +74,7 @@ class TeamService:
             await teams_repo.update_team_limits(
                 tx, team.id, rate_limit=rate_limit, daily_quota=daily_quota
             )
+            tx.notify(KEYS_CHANNEL)
             updated = await teams_repo.get_team_by_name(tx, name)
         assert updated is not None
         return updated
@@ -119,14 +126,27 @@ class TeamService:
         async with self.db.transaction() as tx:
             if not await teams_repo.revoke_key(tx, key_id, now_ms(), team_id):
                 raise NotFound(f"No active API key with id {key_id!r}.")
+            tx.notify(KEYS_CHANNEL)
 
     async def authenticate(self, token: str) -> Principal:
+        """The caller of a live key. Valid keys are remembered for a few seconds: revoking a key
+        or changing a team's limits clears every process's memory at commit (NOTIFY on
+        PostgreSQL, in-process on SQLite), and the expiry bounds what a missed wake-up costs."""
+        token_hash = hash_token(token)
+        now = time.monotonic()
+        cached = self._principals.get(token_hash)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         async with self.db.read() as tx:
-            found = await teams_repo.find_active_key(tx, hash_token(token))
+            found = await teams_repo.find_active_key(tx, token_hash)
         if found is None:
             raise InvalidApiKey()
         key, team = found
-        return Principal(team, key)
+        principal = Principal(team, key)
+        if len(self._principals) >= PRINCIPAL_CACHE_SIZE:
+            self._principals.clear()
+        self._principals[token_hash] = (now + PRINCIPAL_CACHE_SECONDS, principal)
+        return principal
 
     async def bootstrap(self) -> list[CreatedKey] | None:
         """On an empty database: team ``default`` with a live and a test key (else None)."""

@@ -5,7 +5,8 @@ upgrade, and an in-process lock so writers queue fairly instead of spinning in S
 handler. Wake-ups are in-process callbacks fired after commit.
 
 PostgreSQL (a fleet): asyncpg pool; wake-ups are ``NOTIFY`` inside the transaction (delivered by
-PostgreSQL at commit) and one ``LISTEN`` connection per process.
+PostgreSQL at commit) and one ``LISTEN`` connection per process; the committing process also
+fires its own listeners at once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -30,10 +32,11 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[], None]
 JOBS_CHANNEL = "posthaste_jobs"
+KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
 EVENTS_CHANNEL = "posthaste_events"  # an event was recorded (the live stream)
 WEBHOOKS_CHANNEL = "posthaste_webhooks"  # a webhook delivery fell due (the dispatcher)
 # Every channel a process may need; LISTENed from the start.
-CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
+CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
 
 
 class Tx:
@@ -60,11 +63,20 @@ class Database:
         self._closing = False
 
     def _make_engine(self, url: str, pool_size: int) -> AsyncEngine:
+        # orjson for JSON columns: several times faster than ``json`` on every insert and read.
+        json_options: dict[str, Any] = {
+            "json_serializer": _dump_json,
+            "json_deserializer": orjson.loads,
+        }
         if self.is_postgres:
             return create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=False,
+                **json_options,
             )
-        engine = create_async_engine(url, pool_size=8, max_overflow=8)
+        engine = create_async_engine(url, pool_size=8, max_overflow=8, **json_options)
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
         return engine
@@ -78,9 +90,10 @@ class Database:
             yield tx
             if self.is_postgres and tx.channels:
                 await conn.execute(_notify_statement(len(tx.channels)), _channel_params(tx))
-        if not self.is_postgres:
-            for channel in tx.channels:
-                self._fire(channel)
+        # This process hears at once, without waiting for its own NOTIFY to come back (which
+        # fires the listeners a second time; they are idempotent: wake up, forget a key).
+        for channel in tx.channels:
+            self._fire(channel)
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -144,6 +157,10 @@ class Database:
             await self._listen_conn.close()
             self._listen_conn = None
         await self.engine.dispose()
+
+
+def _dump_json(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _notify_statement(count: int) -> Any:

@@ -106,8 +106,14 @@ def email_row(email: Email, from_lookup: str) -> dict[str, Any]:
         "message_id": email.message_id,
         "provider_message_id": email.provider_message_id,
         "region": email.region,
+        "raw_blob_id": email.raw_blob_id,
         "attempts": 0,
     }
+
+
+def blob_row(email: Email, blob_id: str, data: bytes) -> dict[str, Any]:
+    """A ``blobs`` row of the email's team, e.g. the raw message a relay client submitted."""
+    return {"id": blob_id, "team_id": email.team_id, "data": data, "created_at": email.created_at}
 
 
 def recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:

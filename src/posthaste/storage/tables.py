@@ -232,6 +232,81 @@ daily_usage = Table(
     Column("count", Integer, nullable=False),
 )
 
+# Templates (issue 5): a template names its draft version (the latest content) and, once
+# published, the version sends use. Versions are immutable: an edit writes a new version.
+
+templates = Table(
+    "templates",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team_id", ID, ForeignKey("teams.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("alias", String(64), nullable=True),
+    Column("draft_version_id", ID, nullable=False),
+    Column("published_version_id", ID, nullable=True),
+    Column("published_at", MS, nullable=True),
+    Column("created_at", MS, nullable=False),
+    Column("updated_at", MS, nullable=False),
+    UniqueConstraint("team_id", "alias", name="uq_templates_team_alias"),
+    Index("ix_templates_team_created", "team_id", "created_at", "id"),
+)
+
+template_versions = Table(
+    "template_versions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("template_id", ID, ForeignKey("templates.id", ondelete="CASCADE"), nullable=False),
+    Column("team_id", ID, nullable=False),
+    Column("subject", Text, nullable=True),
+    Column("html", Text, nullable=True),
+    Column("text", Text, nullable=True),
+    Column("variables", JSON, nullable=False),
+    Column("created_at", MS, nullable=False),
+    Index("ix_template_versions_template", "template_id"),
+)
+
+# --- Domains (issue 3): sending domains, their records and DKIM keys, and confirmed claims ---
+
+domains = Table(
+    "domains",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team_id", ID, ForeignKey("teams.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(253), nullable=False),
+    Column("region", String(40), nullable=False),
+    Column("status", String(20), nullable=False),
+    # The issued record set with each record's last status (core.domains.DnsRecord.as_dict).
+    Column("records", JSON, nullable=False),
+    Column("dkim_selector", String(63), nullable=False),
+    Column("key_provider", String(40), nullable=False),
+    # SecretBox(secret_key, "dkim-key") ciphertext of the PEM; None when a provider holds it.
+    Column("dkim_private_key", Text, nullable=True),
+    Column("open_tracking", Boolean, nullable=False),
+    Column("click_tracking", Boolean, nullable=False),
+    Column("tls", String(16), nullable=False),
+    Column("receiving", Boolean, nullable=False),
+    Column("created_at", MS, nullable=False),
+    # Set while the domain counts as verified; the earliest one owns an unclaimed name.
+    Column("verified_at", MS, nullable=True),
+    Column("checking_since", MS, nullable=True),
+    Column("last_checked_at", MS, nullable=True),
+    Column("claim_token", String(64), nullable=True),
+    UniqueConstraint("team_id", "name", name="uq_domains_team_name"),
+    Index("ix_domains_team_created", "team_id", "created_at", "id"),
+    Index("ix_domains_name_verified", "name", "verified_at"),
+)
+
+domain_claims = Table(
+    "domain_claims",
+    metadata,
+    # One confirmed claim per name across all teams: the primary key enforces it.
+    Column("name", String(253), primary_key=True),
+    Column("team_id", ID, nullable=False),
+    Column("domain_id", ID, ForeignKey("domains.id", ondelete="CASCADE"), nullable=False),
+    Column("claimed_at", MS, nullable=False),
+    Index("ix_domain_claims_domain", "domain_id"),
+)
+
 
 # --- Webhooks and the live event stream (issue 6) ------------------------------------------
 

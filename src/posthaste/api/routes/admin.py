@@ -23,11 +23,12 @@ from posthaste.api.schemas.admin import (
     UpdateStreamRequest,
 )
 from posthaste.api.schemas.common import Deleted
+from posthaste.bootstrap import Services
 from posthaste.core.cursors import page_limit
 from posthaste.core.ids import format_ms
-from posthaste.core.models import ApiKey, KeyMode, Permission
+from posthaste.core.models import ApiKey, KeyMode, Permission, Principal
 from posthaste.core.serialize import stream_record, suppression_record
-from posthaste.errors import ValidationError
+from posthaste.errors import NotFound, ValidationError
 
 router = APIRouter()
 E = TypeVar("E", KeyMode, Permission)
@@ -65,11 +66,23 @@ async def create_api_key(
     mode = _choice(fields.get("mode") or principal.key.mode.value, KeyMode, "mode")
     if principal.is_test and mode is KeyMode.LIVE:
         raise ValidationError("A test-mode key can create only test-mode keys.")
-    domain_id = fields.get("domain_id")
-    if domain_id is not None:
-        raise ValidationError(f"Domain {domain_id!r} was not found; see GET /domains.")
-    created = await services.teams.create_key(principal.team_id, name.strip(), mode, permission)
+    domain_id = await _own_domain(principal, services, fields.get("domain_id"))
+    created = await services.teams.create_key(
+        principal.team_id, name.strip(), mode, permission, domain_id
+    )
     return json_response({**_key_record(created.key), "token": created.token}, 201)
+
+
+async def _own_domain(principal: Principal, services: Services, domain_id: object) -> str | None:
+    """A ``domain_id`` must name one of the team's own domains."""
+    if domain_id is None:
+        return None
+    if not isinstance(domain_id, str):
+        raise ValidationError("'domain_id' must be the id of one of this team's domains.")
+    try:
+        return (await services.domains.get(principal, domain_id)).id
+    except NotFound:
+        raise ValidationError(f"Domain {domain_id!r} was not found; see GET /domains.") from None
 
 
 def _choice(value: object, enum: type[E], name: str) -> E:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
-import orjson
 from fastapi import APIRouter
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
 from posthaste.api.openapi import ERRORS, body_schema
@@ -22,12 +22,10 @@ from posthaste.api.schemas.webhooks import (
     WebhookRecord,
     WebhookWithSecret,
 )
-from posthaste.core.webhooks import (
-    WebhookDelivery,
-    attempt_record,
-    delivery_record,
-    webhook_record,
-)
+from posthaste.api.streamed import streamed_listing
+from posthaste.bootstrap import Services
+from posthaste.core.models import Principal
+from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
 
 router = APIRouter(tags=["webhooks"])
 
@@ -109,21 +107,15 @@ async def rotate_secret(
 async def list_webhook_events(
     webhook_id: str, principal: FullPrincipal, services: ServicesDep
 ) -> Response:
-    items = services.webhooks.deliveries(principal, webhook_id)
-    first = await anext(items, None)  # a missing webhook is a 404 before anything is sent
-    return StreamingResponse(_json_list(first, items), media_type="application/json")
+    await services.webhooks.get(principal, webhook_id)  # a missing webhook is a 404 up front
+    return await streamed_listing(_event_records(services, principal, webhook_id))
 
 
-async def _json_list(
-    first: WebhookDelivery | None, rest: AsyncIterator[WebhookDelivery]
-) -> AsyncIterator[bytes]:
-    """``{"object":"list","data":[...]}`` written record by record (flat memory)."""
-    yield b'{"object":"list","data":['
-    if first is not None:
-        yield orjson.dumps(delivery_record(first))
-        async for item in rest:
-            yield b"," + orjson.dumps(delivery_record(item))
-    yield b"]}"
+async def _event_records(
+    services: Services, principal: Principal, webhook_id: str
+) -> AsyncIterator[dict[str, Any]]:
+    async for item in services.webhooks.deliveries(principal, webhook_id):
+        yield delivery_record(item)
 
 
 @router.get(

@@ -1,0 +1,312 @@
+"""``python -m bench.relay``: SMTP relay acceptance, beside a bare aiosmtpd sink's, same client.
+
+For each backend: a real ``posthaste serve --role smtp`` on a fresh database, and a baseline
+process running a bare aiosmtpd server with the same TLS certificate, STARTTLS and AUTH, whose
+DATA handler only answers 250 (what aiosmtpd itself costs, with no parsing and no database).
+The load generator is ``aiosmtplib`` on uvloop in this process: ``--connections`` connections
+(16 by default), each doing STARTTLS and AUTH once, then submitting messages back to back
+(MAIL, RCPT, DATA per message; about 2 KB, text and html, a new recipient each).
+Messages/s counts 250 replies completed inside the measured window. Prints a markdown table
+and writes ``bench/results/relay-<timestamp>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from pathlib import Path
+from typing import Any
+
+import aiosmtplib
+
+from bench import cpu, server
+from bench.stats import percentile
+
+RESULTS = Path(__file__).resolve().parent / "results"
+READY_TIMEOUT = 60.0
+
+
+@dataclass
+class Figures:
+    name: str
+    connections: int
+    seconds: float
+    messages: int
+    messages_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def server_cpu_ms_per_message(self) -> float:
+        """CPU the server process spent per message: what bounds it on a core of its own."""
+        busy = self.cpu.get("server_pct", 0.0) / 100 * self.seconds
+        return round(1000 * busy / self.messages, 2) if self.messages else 0.0
+
+
+def sample_message(recipient: str = "customer@example.com") -> bytes:
+    msg = EmailMessage()
+    msg["From"] = "Acme <hello@acme.test>"
+    msg["To"] = f"Customer <{recipient}>"
+    msg["Subject"] = "Your receipt for order 1234"
+    msg["X-Posthaste-Tags"] = "kind=receipt"
+    line = "Thank you for your order. Your items will ship within two business days.\n"
+    msg.set_content(line * 12)
+    msg.add_alternative("<p>" + line * 12 + "</p>", subtype="html")
+    return msg.as_bytes(policy=SMTP_POLICY)
+
+
+def recipients(connection: int) -> Iterator[str]:
+    """A new recipient for every message: address validation is not cached away."""
+    for number in itertools.count():
+        yield f"customer-{connection}-{number}@example.com"
+
+
+async def _connection(
+    port: int, key: str, context: ssl.SSLContext, window: tuple[float, float], connection: int
+) -> tuple[list[float], Counter[str]]:
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, tls_context=context, timeout=60)
+    await client.connect(start_tls=True)
+    await client.login("posthaste", key)
+    start, end = window
+    template = sample_message("{rcpt}")
+    for rcpt in recipients(connection):
+        now = time.perf_counter()
+        if now >= end:
+            break
+        raw = template.replace(b"{rcpt}", rcpt.encode())
+        try:
+            await client.sendmail("hello@acme.test", [rcpt], raw)
+        except aiosmtplib.SMTPResponseException as exc:
+            if now >= start:
+                errors[f"{exc.code}"] += 1
+            continue
+        done = time.perf_counter()
+        if now >= start and done <= end:
+            latencies.append(done - now)
+    await client.quit()
+    return latencies, errors
+
+
+async def measure(
+    name: str,
+    server_pid: int,
+    port: int,
+    key: str,
+    cafile: Path,
+    connections: int,
+    warmup: float,
+    duration: float,
+) -> Figures:
+    context = ssl.create_default_context(cafile=str(cafile))
+    start = time.perf_counter() + warmup
+    window = (start, start + duration)
+    pids = {"server": [server_pid], "client": [os.getpid()]}
+    usage = asyncio.create_task(cpu.during(pids, start, start + duration))
+    results = await asyncio.gather(
+        *(_connection(port, key, context, window, n) for n in range(connections))
+    )
+    latencies = sorted(value for values, _ in results for value in values)
+    errors: Counter[str] = Counter()
+    for _, counted in results:
+        errors.update(counted)
+    return Figures(
+        name=name,
+        connections=connections,
+        seconds=duration,
+        messages=len(latencies),
+        messages_per_s=round(len(latencies) / duration, 1),
+        p50_ms=round(percentile(latencies, 0.5) * 1000, 2),
+        p99_ms=round(percentile(latencies, 0.99) * 1000, 2),
+        errors=dict(errors),
+        cpu=await usage,
+    )
+
+
+# --- the baseline: a bare aiosmtpd server ---------------------------------------------------
+
+
+async def run_sink(port: int, cert: Path, key: Path) -> None:
+    from aiosmtpd.smtp import SMTP, AuthResult
+
+    class Sink:
+        async def handle_DATA(self, srv: Any, session: Any, envelope: Any) -> str:
+            return f"250 OK {uuid.uuid4()}"
+
+    def accept_any(*_: Any) -> AuthResult:
+        return AuthResult(success=True)
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(
+        lambda: SMTP(
+            Sink(),
+            hostname="sink",
+            tls_context=context,
+            require_starttls=True,
+            auth_required=True,
+            authenticator=accept_any,
+            data_size_limit=25 * 1024 * 1024,
+            enable_SMTPUTF8=True,
+        ),
+        "127.0.0.1",
+        port,
+    )
+    async with srv:
+        await srv.serve_forever()
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def _wait_for_banner(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited early:\n{log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                if sock.recv(64).startswith(b"220"):
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"not ready:\n{log.read_text()}")
+
+
+@contextmanager
+def _process(
+    args: list[str], env: dict[str, str], cwd: Path, port: int, log: Path
+) -> Iterator[int]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=out)
+    try:
+        _wait_for_banner(port, process, log)
+        yield process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def relay_server(backend: server.Backend) -> Iterator[tuple[int, int, str, Path]]:
+    """``posthaste serve --role smtp``: its STARTTLS port, a test key and its certificate."""
+    backend.data_dir.mkdir(parents=True, exist_ok=True)
+    port = server.free_port()
+    env = {
+        **server.server_env(backend, server.free_port()),
+        "POSTHASTE_ROLE": "smtp",
+        "POSTHASTE_SMTP_RELAY_PORT": str(port),
+        "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
+    }
+    args = [sys.executable, *server.SERVE]
+    with _process(args, env, backend.workdir, port, backend.workdir / "relay.log") as pid:
+        server._cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", "0")
+        key = server._cli(
+            env, backend.workdir, "keys", "create", "--team", "bench", "--mode", "test"
+        )
+        yield pid, port, key, backend.data_dir / "smtp-tls-cert.pem"
+
+
+@contextmanager
+def sink_server(cert: Path, workdir: Path) -> Iterator[tuple[int, int]]:
+    port = server.free_port()
+    key = cert.with_name("smtp-tls-key.pem")
+    args = [sys.executable, "-m", "bench.relay", "--sink", str(port), str(cert), str(key)]
+    env = {**os.environ, "PYTHONPATH": server._pythonpath()}
+    with _process(args, env, workdir, port, workdir / "sink.log") as pid:
+        yield pid, port
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
+    import uvloop
+
+    def measured(label: str, pid: int, port: int, key: str, cert: Path) -> Figures:
+        load = measure(label, pid, port, key, cert, args.connections, args.warmup, args.duration)
+        return uvloop.run(load)
+
+    with (
+        server.prepared(name, workdir / name) as backend,
+        relay_server(backend) as (pid, port, key, cert),
+    ):
+        figures = [measured(f"{name}: relay", pid, port, key, cert)]
+        with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
+            label = f"{name}: bare aiosmtpd sink"
+            figures.append(measured(label, sink_pid, sink_port, "any", cert))
+    return figures
+
+
+def table(figures: list[Figures]) -> str:
+    lines = [
+        "| measurement | connections | messages/s | p50 ms | p99 ms | server CPU ms/message "
+        "| CPU % (server / client / postgres / machine) | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in figures:
+        errors = ", ".join(f"{k}: {v}" for k, v in f.errors.items()) or "none"
+        lines.append(
+            f"| {f.name} | {f.connections} | {f.messages_per_s:,.0f} | {f.p50_ms} | "
+            f"{f.p99_ms} | {f.server_cpu_ms_per_message} | {_cpu(f)} | {errors} |"
+        )
+    return "\n".join(lines)
+
+
+def _cpu(f: Figures) -> str:
+    parts = ("server_pct", "client_pct", "postgres_pct", "machine_pct")
+    return " / ".join(f"{f.cpu.get(p, 0):.0f}" for p in parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=15.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--sink", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.sink:
+        asyncio.run(run_sink(int(args.sink[0]), Path(args.sink[1]), Path(args.sink[2])))
+        return
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    figures: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="posthaste-bench-relay-") as tmp:
+        for name in backends:
+            figures.extend(run_backend(name, args, Path(tmp)))
+    print(table(figures))
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"relay-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    document = [
+        {**asdict(f), "server_cpu_ms_per_message": f.server_cpu_ms_per_message} for f in figures
+    ]
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwritten to {path}")
+
+
+if __name__ == "__main__":
+    main()

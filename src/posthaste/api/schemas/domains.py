@@ -1,0 +1,78 @@
+"""Domain shapes, for the OpenAPI document (responses are rendered by core.serialize)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class CreateDomainRequest(BaseModel):
+    name: str = Field(description="The domain to send from, e.g. example.com (IDN accepted)")
+    region: str | None = Field(None, description="One of GET /domains/regions; default: the first")
+    open_tracking: bool = False
+    click_tracking: bool = False
+    tls: str = Field("opportunistic", description="opportunistic or enforced")
+    receiving: bool = Field(False, description="Also publish an MX to receive mail")
+
+
+class UpdateDomainRequest(BaseModel):
+    open_tracking: bool | None = None
+    click_tracking: bool | None = None
+    tls: str | None = Field(None, description="opportunistic or enforced")
+    receiving: bool | None = None
+
+
+class DomainDnsRecord(BaseModel):
+    record: str = Field(description="DKIM, SPF, DMARC or Receiving")
+    type: str = Field(description="TXT or MX")
+    name: str = Field(description="The full DNS name")
+    value: str = Field(description="The whole value, as a DNS console wants it")
+    zone_value: str = Field(
+        description="The value as a zone file writes it: TXT in quoted strings of <= 255 bytes"
+    )
+    ttl: int
+    priority: int | None = Field(None, description="MX records only")
+    status: str = Field(description="not_started, pending, verified, failed, temporary_failure")
+
+
+class DomainRecord(BaseModel):
+    object: str = "domain"
+    id: str
+    name: str
+    status: str = Field(description="not_started, pending, verified, failed, temporary_failure")
+    region: str
+    created_at: str
+    records: list[DomainDnsRecord]
+    open_tracking: bool
+    click_tracking: bool
+    tls: str
+    receiving: bool
+    claimed: bool = Field(description="This team holds the confirmed claim on the name")
+    last_checked_at: str | None
+
+
+class DomainList(BaseModel):
+    object: str = "list"
+    data: list[DomainRecord]
+
+
+class Region(BaseModel):
+    name: str
+    default: bool
+
+
+class RegionList(BaseModel):
+    object: str = "list"
+    data: list[Region]
+
+
+class ClaimRecord(BaseModel):
+    type: str = "TXT"
+    name: str = Field(description="_posthaste-claim.<domain>")
+    value: str = Field(description="posthaste-claim=<token>")
+
+
+class DomainClaim(BaseModel):
+    object: str = "domain_claim"
+    domain_id: str
+    status: str = Field(description="pending, or claimed once confirmed")
+    record: ClaimRecord

@@ -1,0 +1,319 @@
+"""A message submitted over the SMTP relay, read into a ``SendRequest`` (pure: no I/O).
+
+The relay keeps the submitted MIME rather than rebuilding it (PRODUCT §12), so two things come
+out of one submission: the request the send path checks (addresses, subject, tags, stream, and
+the html/text/attachments shown by ``GET /emails/{id}``), and the raw bytes that are stored and
+later signed and delivered.
+
+Decisions:
+
+- ``from``, ``to``, ``cc``, ``reply_to`` and ``subject`` come from the headers. The envelope
+  decides who receives the message: ``to``/``cc`` keep the header addresses that are envelope
+  recipients, ``bcc`` is every other envelope recipient. When no ``To``/``Cc`` address is an
+  envelope recipient (a list expanded by the client), the envelope recipients are the ``to``.
+- ``X-Posthaste-Tags: k=v, k2=v2``, ``X-Posthaste-Stream: <id>`` and
+  ``X-Posthaste-Idempotency-Key: <key>`` are read; every ``X-Posthaste-*`` field is removed from
+  the stored message, and so is a ``Bcc`` field (as MTAs do on submission). The other header
+  lines and the body are kept byte for byte; a missing ``Message-ID`` or ``Date`` is added at
+  the top.
+- A message without a ``Subject`` has the empty subject; one without a text or html body part
+  is recorded with an empty ``text``.
+"""
+
+from __future__ import annotations
+
+import email.policy
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from email.message import Message
+from email.parser import BytesParser
+from email.utils import format_datetime, getaddresses
+from typing import Any
+
+from posthaste.core.addresses import Address, parse_address
+from posthaste.core.ids import new_id
+from posthaste.core.mime import make_message_id
+from posthaste.core.send_request import (
+    AttachmentInput,
+    SendRequest,
+    check_attachment_budget,
+    parse_send_request,
+)
+from posthaste.errors import ValidationError
+
+CONTROL_PREFIX = b"x-posthaste-"
+_HEADER_NAME = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
+_CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")
+# compat32 reads the structure about 7x faster than the default policy, whose header registry
+# is used only for the headers that need it (addresses, subject, encoded filenames).
+_PARSER = BytesParser(policy=email.policy.compat32)
+_HEADERS = email.policy.default
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The checked request (carrying the raw message to keep) and the relay's control values."""
+
+    request: SendRequest
+    idempotency_key: str | None
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class _HeaderField:
+    name: bytes  # lowercased
+    lines: bytes  # the field as submitted, folding and line ending included
+
+    def value(self) -> str:
+        unfolded = self.lines.split(b":", 1)[1].replace(b"\r\n", b"").replace(b"\n", b"")
+        return unfolded.decode("utf-8", "replace").strip()
+
+
+def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Submission:
+    """Read a submitted message and its envelope recipients; raises ``ValidationError``."""
+    fields, rest = _split_header(raw)
+    control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
+    message = _PARSER.parsebytes(raw)
+    sender = _single_from(message)
+    bodies = _Bodies.of(message)
+    request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
+    message_id, added = _message_id(message, sender)
+    if message.get("Date") is None:
+        added.append(f"Date: {format_datetime(now)}\r\n".encode("ascii"))
+    kept = b"".join(f.lines for f in fields if not _removed(f.name))
+    check_attachment_budget(bodies.attachments)
+    request = replace(
+        request,
+        attachments=bodies.attachments,
+        raw=b"".join(added) + kept + rest,
+        message_id=message_id,
+    )
+    key = control.get(CONTROL_PREFIX + b"idempotency-key")
+    return Submission(request, key, _fingerprint(raw, recipients))
+
+
+def _removed(name: bytes) -> bool:
+    """Our control headers, and ``Bcc`` (it would show every blind copy to every recipient)."""
+    return name.startswith(CONTROL_PREFIX) or name == b"bcc"
+
+
+def _split_header(raw: bytes) -> tuple[list[_HeaderField], bytes]:
+    """The header fields as submitted, and everything from the blank line on."""
+    fields: list[_HeaderField] = []
+    position = 0
+    while position < len(raw):
+        end = raw.find(b"\n", position)
+        end = len(raw) if end < 0 else end + 1
+        line = raw[position:end]
+        if line in (b"\r\n", b"\n"):
+            break
+        if line[:1] in (b" ", b"\t") and fields:
+            last = fields[-1]
+            fields[-1] = _HeaderField(last.name, last.lines + line)
+        else:
+            match = _HEADER_NAME.match(line)
+            if match is None:
+                raise ValidationError(
+                    f"The message header has a malformed line: {line[:60]!r}; "
+                    "end the header with an empty line before the body."
+                )
+            fields.append(_HeaderField(match.group(1).lower(), line))
+        position = end
+    if not fields:
+        raise ValidationError("The message has no header fields.")
+    return fields, raw[position:]
+
+
+def _single_from(message: Message) -> Address:
+    boxes = _mailboxes(message, "From")
+    if len(boxes) != 1:
+        raise ValidationError("The message must have a From header with exactly one address.")
+    return boxes[0]
+
+
+def _mailboxes(message: Message, name: str) -> list[Address]:
+    found: list[Address] = []
+    for value in _raw_values(message, name):
+        if _is_plain(value):  # the common case, read without the (slow) header registry
+            pairs = getaddresses([_unfold(value)])
+            found.extend(_mailbox(display, addr, name) for display, addr in pairs if addr)
+            continue
+        header = _HEADERS.header_factory(name, _header_text(value))
+        for box in getattr(header, "addresses", ()):
+            found.append(parse_address(str(box), name.lower()))
+    return found
+
+
+def _mailbox(display: str, addr: str, name: str) -> Address:
+    return replace(parse_address(addr, name.lower()), name=display.strip() or None)
+
+
+def _is_plain(value: str) -> bool:
+    """ASCII without encoded words: no decoding needed."""
+    return value.isascii() and "=?" not in value
+
+
+def _unfold(value: str) -> str:
+    return _FOLD.sub("", value).strip()
+
+
+def _raw_values(message: Message, name: str) -> list[str]:
+    """The values as parsed, before compat32 wraps 8-bit ones in ``Header`` objects."""
+    return [value for key, value in message.raw_items() if key.lower() == name.lower()]
+
+
+def _header_text(value: str) -> str:
+    """A header value as text: raw UTF-8 (RFC 6532) arrives as surrogate escapes."""
+    if value.isascii():
+        return value
+    return value.encode("ascii", "surrogateescape").decode("utf-8", "replace")
+
+
+def _subject(message: Message) -> str:
+    values = _raw_values(message, "Subject")
+    if not values:
+        return ""
+    if _is_plain(values[0]):
+        return _unfold(values[0])
+    return str(_HEADERS.header_factory("Subject", _header_text(values[0])))
+
+
+def _request_body(
+    message: Message,
+    sender: Address,
+    recipients: Sequence[str],
+    control: dict[bytes, str],
+    bodies: _Bodies,
+) -> dict[str, Any]:
+    envelope = [parse_address(r, "RCPT TO") for r in recipients]
+    wanted = {a.lookup_key for a in envelope}
+    to = [a for a in _mailboxes(message, "To") if a.lookup_key in wanted]
+    cc = [a for a in _mailboxes(message, "Cc") if a.lookup_key in wanted]
+    named = {a.lookup_key for a in to + cc}
+    bcc = [a for a in envelope if a.lookup_key not in named]
+    if not to and not cc:
+        to, bcc = bcc, []
+    return {
+        "from": sender.formatted(),
+        "to": [a.formatted() for a in to],
+        "cc": [a.formatted() for a in cc],
+        "bcc": [a.formatted() for a in bcc],
+        "reply_to": [a.formatted() for a in _mailboxes(message, "Reply-To")],
+        "subject": _subject(message),
+        "html": bodies.html,
+        "text": "" if bodies.html is None and bodies.text is None else bodies.text,
+        "tags": _tags(control.get(CONTROL_PREFIX + b"tags")),
+        "stream_id": control.get(CONTROL_PREFIX + b"stream"),
+    }
+
+
+def _tags(value: str | None) -> dict[str, str]:
+    """``k=v, k2=v2`` into a tags object (validated with the API's rules afterwards)."""
+    if not value:
+        return {}
+    tags: dict[str, str] = {}
+    for item in value.split(","):
+        name, sep, tag_value = item.strip().partition("=")
+        if not sep:
+            raise ValidationError(
+                f"X-Posthaste-Tags: {item.strip()!r} is not name=value; "
+                "write the header as 'X-Posthaste-Tags: k=v, k2=v2'."
+            )
+        tags[name.strip()] = tag_value.strip()
+    return tags
+
+
+@dataclass
+class _Bodies:
+    """The first inline text/plain and text/html leaves are the bodies; the rest attachments."""
+
+    text: str | None
+    html: str | None
+    attachments: list[AttachmentInput]
+
+    @classmethod
+    def of(cls, message: Message) -> _Bodies:
+        bodies = cls(None, None, [])
+        for index, part in enumerate(_leaves(message)):
+            kind = part.get_content_type()
+            inline = part.get_content_disposition() != "attachment"
+            if inline and kind == "text/plain" and bodies.text is None:
+                bodies.text = _decoded_text(part)
+            elif inline and kind == "text/html" and bodies.html is None:
+                bodies.html = _decoded_text(part)
+            else:
+                bodies.attachments.append(
+                    AttachmentInput(_filename(part, index), kind, _content(part), _content_id(part))
+                )
+        return bodies
+
+
+def _decoded_text(part: Message) -> str:
+    payload = part.get_payload(decode=True)
+    octets = payload if isinstance(payload, bytes) else b""
+    try:
+        text = octets.decode(part.get_content_charset("us-ascii"), "replace")
+    except LookupError:  # an unknown charset: keep what can be read
+        text = octets.decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\x00", "")  # the record keeps LF
+
+
+def _leaves(part: Message) -> Iterator[Message]:
+    if part.get_content_maintype() == "multipart" and part.is_multipart():
+        for child in part.get_payload():
+            if isinstance(child, Message):
+                yield from _leaves(child)
+    else:
+        yield part
+
+
+def _content(part: Message) -> bytes:
+    if part.get_content_maintype() == "message" and part.is_multipart():
+        inner = part.get_payload(0)
+        return inner.as_bytes() if isinstance(inner, Message) else b""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
+def _filename(part: Message, index: int) -> str:
+    name = part.get_filename()
+    if name and "=?" in name:
+        name = str(_HEADERS.header_factory("X-Filename", name))
+    cleaned = "".join(ch for ch in (name or "") if ch not in "\r\n\x00").strip()
+    return (cleaned or f"part-{index + 1}")[:255]
+
+
+def _content_id(part: Message) -> str | None:
+    value = part.get("Content-ID")
+    if value is None:
+        return None
+    bare = str(value).strip().removeprefix("<").removesuffix(">")
+    return bare if _CONTENT_ID.match(bare) else None
+
+
+def _message_id(message: Message, sender: Address) -> tuple[str, list[bytes]]:
+    """The message's ``<id>``, and the header line to add when it has none."""
+    values = _raw_values(message, "Message-ID")
+    if values and values[0].strip():
+        if not values[0].isascii():
+            raise ValidationError("The Message-ID header must be ASCII.")
+        return _bare_msg_id(values[0]), []
+    message_id = make_message_id(sender.domain, new_id())
+    return message_id, [f"Message-ID: {message_id}\r\n".encode("ascii")]
+
+
+def _bare_msg_id(value: str) -> str:
+    """``<id>`` as the record keeps it (``make_message_id``'s form), whatever the spacing."""
+    return "<" + value.strip().removeprefix("<").removesuffix(">").strip() + ">"
+
+
+def _fingerprint(raw: bytes, recipients: Sequence[str]) -> str:
+    """What an idempotent retry must repeat: the same bytes to the same recipients."""
+    digest = hashlib.sha256(raw)
+    for recipient in sorted(r.lower() for r in recipients):
+        digest.update(b"\0" + recipient.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()

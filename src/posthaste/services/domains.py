@@ -1,0 +1,331 @@
+"""Sending domains: create with a DKIM key, verify over DNS, re-check in the worker, claim.
+
+DNS is looked up outside any transaction (no lock held while the network is slow); the result
+is folded into the domain in a short transaction that re-reads it, writes the new statuses,
+records ``domain.updated`` when something changed and schedules the next ``check_domain`` job.
+The clock is injectable so the 72 h rule is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from posthaste.adapters.dkim_keys import KeyProviders
+from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
+from posthaste.config import Settings
+from posthaste.core import domains as rules
+from posthaste.core.crypto import SecretBox
+from posthaste.core.dkim import DkimKey
+from posthaste.core.domains import DnsRecord, Domain, DomainSettings, RecordStatus
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.models import Event, Job, Principal
+from posthaste.core.serialize import domain_record
+from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.storage import domains as repo
+from posthaste.storage import events as events_repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import Database, Tx
+
+CHECK_DOMAIN_JOB = "check_domain"
+CLAIM_PREFIX = "_posthaste-claim"
+Clock = Callable[[], int]
+Found = Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class ClaimChallenge:
+    """The TXT record that proves control of a name, and whether the claim is confirmed."""
+
+    domain: Domain
+    name: str
+    value: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "object": "domain_claim",
+            "domain_id": self.domain.id,
+            "status": "claimed" if self.domain.claimed else "pending",
+            "record": {"type": "TXT", "name": self.name, "value": self.value},
+        }
+
+
+class DomainService:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        resolver: Resolver,
+        providers: KeyProviders | None = None,
+        *,
+        clock: Clock = now_ms,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.resolver = resolver
+        self.providers = providers or KeyProviders()
+        self.clock = clock
+        self.box = SecretBox(settings.secret_key, "dkim-key")
+
+    def regions(self) -> list[dict[str, Any]]:
+        default = self.settings.default_region
+        return [{"name": name, "default": name == default} for name in self.settings.regions]
+
+    async def create(self, principal: Principal, fields: dict[str, Any]) -> Domain:
+        """Validate, make the DKIM key with the region's provider, store, record the event."""
+        name = rules.parse_domain_name(fields.get("name"))
+        region = rules.parse_region(fields.get("region"), self.settings.regions)
+        options = rules.parse_settings(fields, DomainSettings())
+        async with self.db.read() as tx:
+            if await repo.find_by_name(tx, principal.team_id, name) is not None:
+                raise Conflict(f"This team already has the domain {name!r}; see GET /domains.")
+        domain, encrypted = await self._provision(principal.team_id, name, region, options)
+        async with self.db.transaction() as tx:
+            await repo.insert_domain(tx, domain, encrypted)
+            await _record(tx, domain, "domain.created", self.clock())
+        return domain
+
+    async def _provision(
+        self, team_id: str, name: str, region: str, options: DomainSettings
+    ) -> tuple[Domain, str | None]:
+        provider = self.providers.for_region(region)
+        selector = rules.new_selector()
+        key = await provider.create_key(name, selector)
+        records = rules.records_for(
+            name,
+            selector,
+            key.public_key_b64,
+            mx_host=self.settings.mx_host_for(region),
+            spf_include=self.settings.spf_include_for(region),
+            receiving=options.receiving,
+        )
+        domain = Domain(
+            id=new_id(),
+            team_id=team_id,
+            name=name,
+            region=region,
+            status=RecordStatus.NOT_STARTED,
+            records=records,
+            dkim_selector=selector,
+            key_provider=provider.name,
+            open_tracking=options.open_tracking,
+            click_tracking=options.click_tracking,
+            tls=options.tls,
+            receiving=options.receiving,
+            created_at=self.clock(),
+        )
+        pem = key.private_key_pem
+        return domain, None if pem is None else self.box.encrypt(pem)
+
+    async def stream(self, principal: Principal) -> AsyncIterator[Domain]:
+        """Every domain of the team, newest first, without holding them all in memory."""
+        async with self.db.read() as tx:
+            async for domain in repo.stream_domains(tx, principal.team_id):
+                yield domain
+
+    async def get(self, principal: Principal, domain_id: str) -> Domain:
+        async with self.db.read() as tx:
+            return await _get(tx, principal.team_id, domain_id)
+
+    async def update(self, principal: Principal, domain_id: str, fields: dict[str, Any]) -> Domain:
+        """Change tracking, TLS and receiving; turning receiving on adds its MX record."""
+        if not fields.keys() & {"open_tracking", "click_tracking", "tls", "receiving"}:
+            raise ValidationError(
+                "Give at least one of open_tracking, click_tracking, tls, receiving to change."
+            )
+        async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
+            options = rules.parse_settings(fields, rules.settings_of(domain))
+            mx_host = self.settings.mx_host_for(domain.region)
+            changed = replace(
+                domain,
+                open_tracking=options.open_tracking,
+                click_tracking=options.click_tracking,
+                tls=options.tls,
+                receiving=options.receiving,
+                records=rules.with_receiving(domain, options.receiving, mx_host)
+                if options.receiving != domain.receiving
+                else domain.records,
+            )
+            if changed != domain:
+                await repo.update_domain(tx, changed)
+                await _record(tx, changed, "domain.updated", self.clock())
+        return changed
+
+    async def delete(self, principal: Principal, domain_id: str) -> None:
+        async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
+            await repo.delete_domain(tx, principal.team_id, domain_id)
+            await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain_id)
+            await _record(tx, domain, "domain.deleted", self.clock())
+        provider = self.providers.named(domain.key_provider)
+        await provider.delete_key(domain.name, domain.dkim_selector)
+
+    async def verify(self, principal: Principal, domain_id: str) -> Domain:
+        """Look every record up now and store the outcome; DNS trouble is a status, not an error."""
+        domain = await self.get(principal, domain_id)
+        found = await self._look_up(domain.records)
+        async with self.db.transaction() as tx:
+            current = await _get(tx, principal.team_id, domain_id, for_update=True)
+            return await self._store_check(tx, current, found, None)
+
+    async def recheck(self, job: Job) -> None:
+        """The ``check_domain`` job: re-check a pending, failing or verified domain."""
+        async with self.db.read() as tx:
+            domain = await repo.get_domain_any_team(tx, job.ref)
+        found = await self._look_up(domain.records) if domain and _rechecked(domain) else {}
+        async with self.db.transaction() as tx:
+            current = await repo.get_domain_any_team(tx, job.ref, for_update=True)
+            if current is None or not _rechecked(current):
+                await jobs_repo.finish(tx, job)  # deleted, failed or never verified meanwhile
+                return
+            await self._store_check(tx, current, found, job)
+
+    async def _look_up(self, records: Sequence[DnsRecord]) -> rules.Lookups:
+        """The values at each record's name and type (None where DNS gave no answer)."""
+        wanted = sorted({r.key for r in records})
+        answers = await asyncio.gather(*(self._values(name, rtype) for name, rtype in wanted))
+        return dict(zip(wanted, answers, strict=True))
+
+    async def _values(self, name: str, rtype: str) -> Found:
+        try:
+            if rtype == "MX":
+                hosts = await self.resolver.mx(name)
+                return [host.host for host in hosts or []]
+            return await self.resolver.txt(name)
+        except DnsTemporaryFailure:
+            return None
+
+    async def _store_check(
+        self, tx: Tx, domain: Domain, found: rules.Lookups, job: Job | None
+    ) -> Domain:
+        now = self.clock()
+        result = rules.apply_check(domain, found, now)
+        checked = replace(
+            domain,
+            status=result.status,
+            records=result.records,
+            verified_at=result.verified_at,
+            checking_since=result.checking_since,
+            last_checked_at=now,
+        )
+        await repo.update_domain(tx, checked)
+        if (checked.status, checked.records) != (domain.status, domain.records):
+            await _record(tx, checked, "domain.updated", now)
+        await self._schedule(tx, checked, rules.next_check_in(result, now), job, now)
+        return checked
+
+    async def _schedule(
+        self, tx: Tx, domain: Domain, delay: int | None, job: Job | None, now: int
+    ) -> None:
+        """One pending ``check_domain`` job per domain: the worker's own, else a fresh one."""
+        if job is not None:
+            if delay is None:
+                await jobs_repo.finish(tx, job)
+            else:
+                await jobs_repo.retry_at(tx, job, now + delay)
+            return
+        await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain.id)
+        if delay is not None:
+            await jobs_repo.enqueue(
+                tx, CHECK_DOMAIN_JOB, domain.id, domain.team_id, now + delay, now
+            )
+
+    async def claim(self, principal: Principal, domain_id: str) -> ClaimChallenge:
+        """The TXT challenge of the domain's name (the same token until the domain is deleted)."""
+        async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
+            if domain.claim_token is None:
+                domain = replace(domain, claim_token=secrets.token_hex(16))
+                await repo.update_domain(tx, domain)
+        return _challenge(domain)
+
+    async def confirm_claim(self, principal: Principal, domain_id: str) -> Domain:
+        """Check the challenge over DNS; on success the name is this team's alone."""
+        domain = await self.get(principal, domain_id)
+        if domain.claim_token is None:
+            raise Conflict("No claim was started; call POST /domains/{id}/claim first.")
+        challenge = _challenge(domain)
+        await self._check_challenge(challenge)
+        async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
+            previous = await repo.claimant_domain(tx, domain.name)
+            await repo.set_claim(tx, domain, self.clock())
+            claimed = await _get(tx, principal.team_id, domain_id)
+            if not domain.claimed:
+                await _record(tx, claimed, "domain.updated", self.clock())
+            if previous is not None and previous != domain.id:
+                await self._record_claim_lost(tx, previous)
+        return claimed
+
+    async def _check_challenge(self, challenge: ClaimChallenge) -> None:
+        try:
+            values = await self.resolver.txt(challenge.name)
+        except DnsTemporaryFailure as exc:
+            raise ValidationError(
+                f"The claim record at {challenge.name} could not be looked up now ({exc}); "
+                "try again in a minute."
+            ) from exc
+        if challenge.value not in values:
+            raise ValidationError(
+                f"The claim record was not found: publish a TXT record at {challenge.name} "
+                f"with the value {challenge.value!r}, then confirm again."
+            )
+
+    async def _record_claim_lost(self, tx: Tx, domain_id: str) -> None:
+        lost = await repo.get_domain_any_team(tx, domain_id)
+        if lost is not None:
+            await _record(tx, lost, "domain.updated", self.clock())
+
+    async def release_claim(self, principal: Principal, domain_id: str) -> Domain:
+        async with self.db.transaction() as tx:
+            domain = await _get(tx, principal.team_id, domain_id, for_update=True)
+            if not await repo.release_claim(tx, domain):
+                raise Conflict(f"This team holds no claim on {domain.name!r}.")
+            released = await _get(tx, principal.team_id, domain_id)
+            await _record(tx, released, "domain.updated", self.clock())
+        return released
+
+    async def sending_domain(self, team_id: str, name: str) -> Domain | None:
+        """The team's domain of that name, for delivery and tracking (``tls``, tracking flags)."""
+        async with self.db.read() as tx:
+            return await repo.find_by_name(tx, team_id, name.lower())
+
+    async def signing_key(self, team_id: str, domain: str) -> DkimKey | None:
+        """The key of the team's verified domain of that name (``core.dkim.SigningKeys``)."""
+        async with self.db.read() as tx:
+            found = await repo.private_key_of(tx, team_id, domain.lower())
+        if found is None:
+            return None
+        stored, encrypted = found
+        if not stored.usable or encrypted is None:
+            return None
+        pem = self.box.decrypt(encrypted)
+        return DkimKey(stored.name, stored.dkim_selector, pem)
+
+
+def _rechecked(domain: Domain) -> bool:
+    """The worker re-checks domains being verified, failing, or verified; never failed ones."""
+    return domain.status not in (RecordStatus.FAILED, RecordStatus.NOT_STARTED)
+
+
+def _challenge(domain: Domain) -> ClaimChallenge:
+    assert domain.claim_token is not None
+    return ClaimChallenge(
+        domain, f"{CLAIM_PREFIX}.{domain.name}", f"posthaste-claim={domain.claim_token}"
+    )
+
+
+async def _get(tx: Tx, team_id: str, domain_id: str, *, for_update: bool = False) -> Domain:
+    domain = await repo.get_domain(tx, team_id, domain_id, for_update=for_update)
+    if domain is None:
+        raise NotFound(f"Domain {domain_id!r} was not found; see GET /domains.")
+    return domain
+
+
+async def _record(tx: Tx, domain: Domain, kind: str, now: int) -> None:
+    event = Event(new_id(), domain.team_id, kind, None, now, domain_record(domain))
+    await events_repo.insert_events(tx, [event])
