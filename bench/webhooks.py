@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import tempfile
 import time
 from collections.abc import Callable, Coroutine
@@ -24,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import func, select
 
-from bench import server
+from bench import cpu, server
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
@@ -126,11 +127,14 @@ async def measure(
         fanned = await _record(services, team.id, args.events)
         total = args.events * args.endpoints
         dispatcher = services.make_webhook_dispatcher(per_endpoint=args.per_endpoint)
+        pids = {"dispatcher": [os.getpid()], "receiver": [args.receiver_pid]}
+        before = cpu.snapshot(pids)
         started = time.perf_counter()
         task = asyncio.create_task(dispatcher.run())
         while await _delivered(services) < total:  # noqa: ASYNC110 (polls the database)
             await asyncio.sleep(0.25)
         elapsed = time.perf_counter() - started
+        after = cpu.snapshot(pids)
         dispatcher.stop()
         await task
         print(f"  claims: {dispatcher.claim_rounds}, group commits: {dispatcher.flush_rounds}")
@@ -141,6 +145,10 @@ async def measure(
         "events": args.events,
         "endpoints": args.endpoints,
         "deliveries_per_s": total / elapsed,
+        "cpu_ms": {
+            label: 1000 * (after.processes[label] - before.processes[label]) / total
+            for label in ("dispatcher", "receiver", "postgres")
+        },
         "record_events_per_s_without_webhooks": args.events / quiet,
         "record_events_per_s_with_webhooks": args.events / fanned,
     }
@@ -152,27 +160,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--endpoints", type=int, default=1)
     parser.add_argument("--per-endpoint", type=int, default=32, help="concurrent requests each")
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run the dispatcher on uvloop (serve uses asyncio)"
+    )
     args = parser.parse_args(argv)
     ports: Any = multiprocessing.get_context("spawn").Queue()
     receiver = multiprocessing.get_context("spawn").Process(target=_receive, args=(ports,))
     receiver.start()
+    args.receiver_pid = receiver.pid
     try:
         url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
         ceiling = asyncio.run(raw_ceiling(url, args.events, args.per_endpoint))
         print(f"bare aiohttp client, {args.per_endpoint} concurrent: {ceiling:,.0f} requests/s\n")
         backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
         print(
-            "| backend | events | endpoints | deliveries/s | events recorded/s (no hooks → hooks) |"
+            "| backend | events x endpoints | deliveries/s "
+            "| CPU ms per delivery: dispatcher / receiver / postgres (whole box) |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|")
         for name in backends:
             with tempfile.TemporaryDirectory() as tmp, server.prepared(name, Path(tmp)) as backend:
-                row = asyncio.run(measure(settings_for(backend), url, args))  # as serve runs
+                run = _runner() if args.uvloop else asyncio.run  # asyncio: as serve runs
+                row = run(measure(settings_for(backend), url, args))
+            ms = row["cpu_ms"]
             print(
-                f"| {name} | {row['events']} | {row['endpoints']} "
+                f"| {name} | {row['events']:,} x {row['endpoints']} "
                 f"| {row['deliveries_per_s']:,.0f} "
-                f"| {row['record_events_per_s_without_webhooks']:,.0f} → "
-                f"{row['record_events_per_s_with_webhooks']:,.0f} |",
+                f"| {ms['dispatcher']:.3f} / {ms['receiver']:.3f} / {ms['postgres']:.3f} |",
+                flush=True,
+            )
+            print(
+                f"  events recorded/s: {row['record_events_per_s_without_webhooks']:,.0f} "
+                f"without webhooks, {row['record_events_per_s_with_webhooks']:,.0f} with",
                 flush=True,
             )
     finally:
