@@ -337,3 +337,32 @@ async def test_rotation_signs_with_both_secrets_for_a_day(
     assert len(request.headers["webhook-signature"].split(" ")) == 2
     for secret in (hook["secret"], rotated["secret"]):
         StandardWebhook(secret).verify(request.body, request.headers)
+
+
+async def test_deleting_an_endpoint_mid_delivery_loses_nothing_elsewhere(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    services: Services,
+    dispatcher: WebhookDispatcher,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hold = asyncio.Event()
+    async with running_receiver(hold=hold) as doomed, running_receiver() as kept:
+        gone = await _create(client, tenant, doomed.url)
+        stays = await _create(client, tenant, kept.url)
+        await _send(client, tenant)
+        await eventually(lambda: doomed.in_flight == 1, what="the held request")
+        response = await client.delete(f"/webhooks/{gone['id']}", headers=tenant.headers())
+        assert response.status_code == 200
+        hold.set()  # the attempt finishes after its endpoint is gone: nothing to record
+        await _send(client, tenant)
+        await eventually(lambda: len(kept.requests) == 2, what="the other endpoint")
+        await _settled(client, tenant, stays["id"], 2)
+    async with services.db.read() as tx:
+        left = await tx.conn.execute(
+            select(webhook_deliveries.c.event_id).where(
+                webhook_deliveries.c.webhook_id == gone["id"]
+            )
+        )
+        assert left.all() == []
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []  # every write succeeded
