@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
+from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
+from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
 from posthaste.core.verp import verp_signer
@@ -20,6 +22,7 @@ from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
+from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.senders import DomainSenders
@@ -32,9 +35,13 @@ from posthaste.services.sending import (
 from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
+from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.runner import Worker
+from posthaste.workers.webhooks import CLAIM_ROUNDS, DispatchPolicy, WebhookDispatcher
+
+WEBHOOK_SECRET_PURPOSE = "webhook-secret"
 
 
 @dataclass
@@ -54,7 +61,10 @@ class Services:
     attempts: AttemptQueries
     templates: TemplateService
     domains: DomainService
+    webhooks: WebhookService
+    event_stream: EventStream
     workers: list[Worker] = field(default_factory=list)
+    dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
         worker = Worker(
@@ -67,9 +77,33 @@ class Services:
         self.workers.append(worker)
         return worker
 
+    def make_webhook_dispatcher(self, **options: int | float) -> WebhookDispatcher:
+        """The worker role's webhook sender (its own loop: see ``workers/webhooks.py``)."""
+        settings = self.settings
+        client = WebhookClient(
+            HostLookup(settings.dns_nameservers),
+            timeout=settings.webhook_timeout,
+            allow_private=settings.webhook_allow_private,
+        )
+        # Long enough for every round of an endpoint's claimed deliveries to time out in turn.
+        lease = max(settings.job_lease, (CLAIM_ROUNDS + 1) * settings.webhook_timeout)
+        policy = DispatchPolicy(
+            schedule=settings.webhook_retry_schedule,
+            jitter=settings.webhook_jitter,
+            lease_ms=int(lease * 1000),
+            **options,  # type: ignore[arg-type]
+        )
+        box = SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE)
+        dispatcher = WebhookDispatcher(self.db, client, box, policy)
+        self.dispatchers.append(dispatcher)
+        return dispatcher
+
     async def close(self) -> None:
         for worker in self.workers:
             worker.stop()
+        for dispatcher in self.dispatchers:
+            dispatcher.stop()
+            await dispatcher.client.close()
         await self.transports.close()
         await self.db.close()
 
@@ -118,6 +152,13 @@ def build_services(
         attempts=AttemptQueries(db),
         templates=TemplateService(db, parsed_templates),
         domains=domains,
+        webhooks=WebhookService(
+            db,
+            SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE),
+            HostLookup(settings.dns_nameservers),
+            allow_private=settings.webhook_allow_private,
+        ),
+        event_stream=EventStream(db),
     )
 
 

@@ -36,6 +36,8 @@ class Roles:
         if role in ("worker", "all"):
             self.worker = self.services.make_worker()
             self.tasks.append(asyncio.create_task(self.worker.run(), name="worker"))
+            dispatcher = self.services.make_webhook_dispatcher()
+            self.tasks.append(asyncio.create_task(dispatcher.run(), name="webhooks"))
         if role in ("api", "all"):
             self.api = _api_server(self.services)
             self.tasks.append(asyncio.create_task(self.api.serve(), name="api"))
@@ -53,6 +55,8 @@ class Roles:
             self.worker.stop()
         if self.relay is not None:
             self.relay.stop()
+        for dispatcher in self.services.dispatchers:
+            dispatcher.stop()
         if self.tasks:
             _, pending = await asyncio.wait(self.tasks, timeout=SHUTDOWN_GRACE_SECONDS)
             for task in pending:
@@ -98,6 +102,8 @@ def _api_server(services: Services) -> uvicorn.Server:
         access_log=False,
         server_header=False,
         proxy_headers=False,
+        # Open event streams never end by themselves: close them, rather than wait out the grace.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS // 2,
     )
     server = uvicorn.Server(config)
     log.info("API listening on http://%s:%s", settings.http_host, settings.http_port)

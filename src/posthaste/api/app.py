@@ -8,7 +8,16 @@ from posthaste import __version__
 from posthaste.api.errors import install_error_handlers
 from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
 from posthaste.api.openapi import install_openapi
-from posthaste.api.routes import admin, attempts, domains, emails, health, templates
+from posthaste.api.routes import (
+    admin,
+    attempts,
+    domains,
+    emails,
+    event_stream,
+    health,
+    templates,
+    webhooks,
+)
 from posthaste.bootstrap import Services
 
 DESCRIPTION = (
@@ -33,6 +42,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(templates.router)
     app.include_router(domains.router)
+    app.include_router(webhooks.router)
+    app.include_router(event_stream.router)
     install_openapi(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads.
     app.add_middleware(CatchAll)

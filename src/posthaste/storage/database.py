@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 Listener = Callable[[], None]
 JOBS_CHANNEL = "posthaste_jobs"
 KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
-CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL)  # every channel a process may need; LISTENed from start
+EVENTS_CHANNEL = "posthaste_events"  # an event was recorded (the live stream)
+WEBHOOKS_CHANNEL = "posthaste_webhooks"  # a webhook delivery fell due (the dispatcher)
+# Every channel a process may need; LISTENed from the start.
+CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
 
 
 class Tx:
@@ -85,9 +88,8 @@ class Database:
         async with lock, _translate_db_errors(), self.engine.begin() as conn:
             tx = Tx(conn)
             yield tx
-            if self.is_postgres:
-                for channel in sorted(tx.channels):
-                    await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": channel})
+            if self.is_postgres and tx.channels:
+                await conn.execute(_notify_statement(len(tx.channels)), _channel_params(tx))
         # This process hears at once, without waiting for its own NOTIFY to come back (which
         # fires the listeners a second time; they are idempotent: wake up, forget a key).
         for channel in tx.channels:
@@ -159,6 +161,16 @@ class Database:
 
 def _dump_json(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def _notify_statement(count: int) -> Any:
+    """One round trip for every channel of a transaction."""
+    calls = ", ".join(f"pg_notify(:c{i}, '')" for i in range(count))
+    return text(f"SELECT {calls}")
+
+
+def _channel_params(tx: Tx) -> dict[str, str]:
+    return {f"c{i}": channel for i, channel in enumerate(sorted(tx.channels))}
 
 
 class _NullLock:

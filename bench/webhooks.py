@@ -1,0 +1,203 @@
+"""``python -m bench.webhooks``: webhook deliveries per second to a loopback receiver.
+
+The receiver is an aiohttp server in its own process that answers 200 at once (a customer's
+endpoint). For each backend: N events are recorded through ``insert_events`` (the fan-out to
+the endpoints happens there, in batches of 100 as the send path records them), then one
+dispatcher, as ``posthaste serve`` runs it, delivers them all; the figure is deliveries / wall
+time from the dispatcher's start to the last delivery recorded as delivered. Signing, the
+POST, and the attempt and status writes are all included. The dispatcher and the bare client run
+on asyncio's default loop, as ``posthaste serve`` does; the receiver on uvloop when installed.
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy import func, select
+
+from bench import cpu, server
+from posthaste.bootstrap import Services, build_services, migrate
+from posthaste.config import Settings
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.models import Event
+from posthaste.core.webhooks import envelope_bytes
+from posthaste.storage.events import insert_events
+from posthaste.storage.tables import webhook_deliveries
+
+BATCH = 100
+
+
+def _receive(port_queue: Any) -> None:
+    async def ok(_request: web.Request) -> web.Response:
+        await _request.read()
+        return web.Response(text="ok")
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", ok)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        port_queue.put(runner.addresses[0][1])
+        await asyncio.Event().wait()
+
+    _runner()(main())
+
+
+def _runner() -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
+async def raw_ceiling(url: str, requests: int, concurrency: int) -> float:
+    """Requests/s of a bare aiohttp client to the same receiver: the machine's ceiling now."""
+    import aiohttp
+
+    body = envelope_bytes("email.delivered", now_ms(), {"email_id": new_id()})
+    slots = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession() as session:
+
+        async def one() -> None:
+            async with slots, session.post(url, data=body) as response:
+                await response.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(requests)))
+        return requests / (time.perf_counter() - started)
+
+
+def settings_for(backend: server.Backend) -> Settings:
+    url = backend.server_database_url
+    return Settings(
+        database_url=url,
+        data_dir=backend.data_dir,
+        secret_key=server.SECRET_KEY,
+        webhook_allow_private=True,
+    )
+
+
+async def _record(services: Services, team_id: str, count: int) -> float:
+    """Record ``count`` events in transactions of 100; seconds taken (fan-out included)."""
+    started = time.perf_counter()
+    for offset in range(0, count, BATCH):
+        now = now_ms()
+        items = [
+            Event(new_id(), team_id, "email.delivered", new_id(), now, {"n": offset + i})
+            for i in range(min(BATCH, count - offset))
+        ]
+        async with services.db.transaction() as tx:
+            await insert_events(tx, items)
+    return time.perf_counter() - started
+
+
+async def _delivered(services: Services) -> int:
+    query = select(func.count()).where(webhook_deliveries.c.status == "delivered")
+    async with services.db.read() as tx:
+        return int((await tx.conn.execute(query)).scalar_one())
+
+
+async def measure(
+    settings: Settings, receiver_url: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    await migrate(settings)
+    services = build_services(settings)
+    await services.db.start_listening()
+    try:
+        team = await services.teams.create_team(f"bench-{new_id()[:8]}", 0, 0)
+        created = await services.teams.create_key(team.id, "bench")
+        principal = await services.teams.authenticate(created.token)
+        quiet = await _record(services, team.id, args.events)  # no endpoint yet: the base cost
+        for n in range(args.endpoints):
+            body = {"endpoint": f"{receiver_url}/{n}", "events": ["email.delivered"]}
+            await services.webhooks.create(principal, body)
+        fanned = await _record(services, team.id, args.events)
+        total = args.events * args.endpoints
+        dispatcher = services.make_webhook_dispatcher(per_endpoint=args.per_endpoint)
+        pids = {"dispatcher": [os.getpid()], "receiver": [args.receiver_pid]}
+        before = cpu.snapshot(pids)
+        started = time.perf_counter()
+        task = asyncio.create_task(dispatcher.run())
+        while await _delivered(services) < total:  # noqa: ASYNC110 (polls the database)
+            await asyncio.sleep(0.25)
+        elapsed = time.perf_counter() - started
+        after = cpu.snapshot(pids)
+        dispatcher.stop()
+        await task
+        print(f"  claims: {dispatcher.claim_rounds}, group commits: {dispatcher.flush_rounds}")
+        await dispatcher.client.close()
+    finally:
+        await services.close()
+    return {
+        "events": args.events,
+        "endpoints": args.endpoints,
+        "deliveries_per_s": total / elapsed,
+        "cpu_ms": {
+            label: 1000 * (after.processes[label] - before.processes[label]) / total
+            for label in ("dispatcher", "receiver", "postgres")
+        },
+        "record_events_per_s_without_webhooks": args.events / quiet,
+        "record_events_per_s_with_webhooks": args.events / fanned,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.webhooks", description=__doc__)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--endpoints", type=int, default=1)
+    parser.add_argument("--per-endpoint", type=int, default=32, help="concurrent requests each")
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run the dispatcher on uvloop (serve uses asyncio)"
+    )
+    args = parser.parse_args(argv)
+    ports: Any = multiprocessing.get_context("spawn").Queue()
+    receiver = multiprocessing.get_context("spawn").Process(target=_receive, args=(ports,))
+    receiver.start()
+    args.receiver_pid = receiver.pid
+    try:
+        url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
+        ceiling = asyncio.run(raw_ceiling(url, args.events, args.per_endpoint))
+        print(f"bare aiohttp client, {args.per_endpoint} concurrent: {ceiling:,.0f} requests/s\n")
+        backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+        print(
+            "| backend | events x endpoints | deliveries/s "
+            "| CPU ms per delivery: dispatcher / receiver / postgres (whole box) |"
+        )
+        print("|---|---|---|---|")
+        for name in backends:
+            with tempfile.TemporaryDirectory() as tmp, server.prepared(name, Path(tmp)) as backend:
+                run = _runner() if args.uvloop else asyncio.run  # asyncio: as serve runs
+                row = run(measure(settings_for(backend), url, args))
+            ms = row["cpu_ms"]
+            print(
+                f"| {name} | {row['events']:,} x {row['endpoints']} "
+                f"| {row['deliveries_per_s']:,.0f} "
+                f"| {ms['dispatcher']:.3f} / {ms['receiver']:.3f} / {ms['postgres']:.3f} |",
+                flush=True,
+            )
+            print(
+                f"  events recorded/s: {row['record_events_per_s_without_webhooks']:,.0f} "
+                f"without webhooks, {row['record_events_per_s_with_webhooks']:,.0f} with",
+                flush=True,
+            )
+    finally:
+        receiver.terminate()
+        receiver.join()
+
+
+if __name__ == "__main__":
+    main()

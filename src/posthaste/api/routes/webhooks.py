@@ -1,0 +1,142 @@
+"""/webhooks: endpoints, their secrets, their events, attempts and replays."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.responses import deleted, json_response, listing
+from posthaste.api.schemas.common import Deleted
+from posthaste.api.schemas.webhooks import (
+    CreateWebhookRequest,
+    UpdateWebhookRequest,
+    WebhookAttemptList,
+    WebhookEventList,
+    WebhookEventRecord,
+    WebhookList,
+    WebhookRecord,
+    WebhookWithSecret,
+)
+from posthaste.api.streamed import streamed_listing
+from posthaste.bootstrap import Services
+from posthaste.core.models import Principal
+from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
+
+router = APIRouter(tags=["webhooks"])
+
+
+@router.post(
+    "/webhooks",
+    status_code=201,
+    summary="Create a webhook endpoint (its secret is shown only here)",
+    responses={201: {"model": WebhookWithSecret}, **ERRORS},
+    openapi_extra=body_schema(CreateWebhookRequest),
+)
+async def create_webhook(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    hook, secret = await services.webhooks.create(principal, json_object(body))
+    return json_response({**webhook_record(hook), "secret": secret}, 201)
+
+
+@router.get(
+    "/webhooks",
+    summary="List webhook endpoints (never their secrets)",
+    responses={200: {"model": WebhookList}, **ERRORS},
+)
+async def list_webhooks(principal: FullPrincipal, services: ServicesDep) -> Response:
+    return listing([webhook_record(h) for h in await services.webhooks.all(principal)])
+
+
+@router.get(
+    "/webhooks/{webhook_id}",
+    summary="Get a webhook endpoint",
+    responses={200: {"model": WebhookRecord}, **ERRORS},
+)
+async def get_webhook(webhook_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return json_response(webhook_record(await services.webhooks.get(principal, webhook_id)))
+
+
+@router.patch(
+    "/webhooks/{webhook_id}",
+    summary="Change a webhook's endpoint, events or enabled flag",
+    responses={200: {"model": WebhookRecord}, **ERRORS},
+    openapi_extra=body_schema(UpdateWebhookRequest),
+)
+async def update_webhook(
+    webhook_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    hook = await services.webhooks.update(principal, webhook_id, json_object(body))
+    return json_response(webhook_record(hook))
+
+
+@router.delete(
+    "/webhooks/{webhook_id}",
+    summary="Delete a webhook endpoint, its pending deliveries and its history",
+    responses={200: {"model": Deleted}, **ERRORS},
+)
+async def delete_webhook(
+    webhook_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    await services.webhooks.delete(principal, webhook_id)
+    return deleted("webhook", webhook_id)
+
+
+@router.post(
+    "/webhooks/{webhook_id}/secret/rotate",
+    summary="Make a new signing secret; the old one also signs for 24 hours",
+    responses={200: {"model": WebhookWithSecret}, **ERRORS},
+)
+async def rotate_secret(
+    webhook_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    hook, secret = await services.webhooks.rotate_secret(principal, webhook_id)
+    return json_response({**webhook_record(hook), "secret": secret})
+
+
+@router.get(
+    "/webhooks/{webhook_id}/events",
+    summary="The endpoint's events, newest first, with their delivery status",
+    responses={200: {"model": WebhookEventList}, **ERRORS},
+)
+async def list_webhook_events(
+    webhook_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    await services.webhooks.get(principal, webhook_id)  # a missing webhook is a 404 up front
+    return await streamed_listing(_event_records(services, principal, webhook_id))
+
+
+async def _event_records(
+    services: Services, principal: Principal, webhook_id: str
+) -> AsyncIterator[dict[str, Any]]:
+    async for item in services.webhooks.deliveries(principal, webhook_id):
+        yield delivery_record(item)
+
+
+@router.get(
+    "/webhooks/{webhook_id}/events/{event_id}/attempts",
+    summary="Every delivery attempt of one event to this endpoint, oldest first",
+    responses={200: {"model": WebhookAttemptList}, **ERRORS},
+)
+async def list_attempts(
+    webhook_id: str, event_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    items = await services.webhooks.attempts(principal, webhook_id, event_id)
+    return listing([attempt_record(a) for a in items])
+
+
+@router.post(
+    "/webhooks/{webhook_id}/events/{event_id}/replay",
+    summary="Deliver an event again at once, with the same webhook-id",
+    responses={200: {"model": WebhookEventRecord}, **ERRORS},
+)
+async def replay_event(
+    webhook_id: str, event_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    item = await services.webhooks.replay(principal, webhook_id, event_id)
+    return json_response(delivery_record(item))

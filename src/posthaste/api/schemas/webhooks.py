@@ -1,0 +1,79 @@
+"""Webhook and event stream shapes, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class CreateWebhookRequest(BaseModel):
+    endpoint: str = Field(description="Absolute http or https URL on a public address")
+    events: list[str] = Field(description="Non-empty subset of the event types")
+    enabled: bool = True
+
+
+class UpdateWebhookRequest(BaseModel):
+    endpoint: str | None = None
+    events: list[str] | None = None
+    enabled: bool | None = None
+
+
+class WebhookRecord(BaseModel):
+    object: str = "webhook"
+    id: str
+    endpoint: str
+    events: list[str]
+    enabled: bool
+    created_at: str
+    updated_at: str
+
+
+class WebhookWithSecret(WebhookRecord):
+    secret: str = Field(
+        description="whsec_ + 48 hex characters; shown only on create and rotate",
+        examples=["whsec_" + "0" * 48],
+    )
+
+
+class WebhookList(BaseModel):
+    object: str = "list"
+    data: list[WebhookRecord]
+
+
+class WebhookEnvelope(BaseModel):
+    type: str
+    created_at: str
+    data: dict[str, Any]
+
+
+class WebhookEventRecord(BaseModel):
+    object: str = "webhook_event"
+    id: str = Field(description="The event id, also sent as webhook-id")
+    type: str
+    payload: WebhookEnvelope = Field(description="The whole envelope sent")
+    created_at: str
+    status: str = Field(description="pending, delivered or failed")
+    attempts: int
+    next_attempt_at: str | None
+
+
+class WebhookEventList(BaseModel):
+    object: str = "list"
+    data: list[WebhookEventRecord]
+
+
+class WebhookAttemptRecord(BaseModel):
+    object: str = "webhook_attempt"
+    id: str
+    attempted_at: str
+    status_code: int | None
+    success: bool
+    error: str | None
+    duration_ms: int
+    response_body: str | None = Field(description="The first 1 KiB of the answer")
+
+
+class WebhookAttemptList(BaseModel):
+    object: str = "list"
+    data: list[WebhookAttemptRecord]

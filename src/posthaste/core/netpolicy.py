@@ -1,0 +1,82 @@
+"""Which network addresses a webhook may reach (SSRF protection), and endpoint URL checks.
+
+Pure: no lookups here. The service checks an endpoint's literal address or resolved names at
+create time; the webhook HTTP adapter checks the addresses it is about to connect to at every
+delivery, after resolving (so a name that changes its answer cannot sneak past).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Cloud metadata services beyond the link-local and private ranges already refused.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+MAX_ENDPOINT_LENGTH = 2048
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A parsed endpoint URL: its host (IDN as A-labels, no brackets) and its literal address."""
+
+    url: str
+    host: str
+    address: IPAddress | None
+
+
+def refusal_reason(address: str | IPAddress) -> str | None:
+    """Why ``address`` may not be reached from the service, or None when it is public."""
+    ip = ipaddress.ip_address(address) if isinstance(address, str) else address
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if embedded is not None:
+            return refusal_reason(embedded)
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_private:
+        return "a private address"
+    if ip.is_multicast or ip.is_unspecified or ip.is_reserved or not ip.is_global:
+        return "a reserved or non-public address"
+    return None
+
+
+def parse_endpoint(value: object) -> Endpoint:
+    """An absolute http(s) URL with a host; raises ValueError naming what is wrong."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("'endpoint' is required: an absolute http or https URL.")
+    url = value.strip()
+    if len(url) > MAX_ENDPOINT_LENGTH:
+        raise ValueError(f"'endpoint' is longer than {MAX_ENDPOINT_LENGTH} characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"'endpoint' is not a valid URL: {url!r}.") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"'endpoint' must be an absolute http or https URL, got {url!r}.")
+    if port == 0 or any(ch.isspace() for ch in url):
+        raise ValueError(f"'endpoint' is not a valid URL: {url!r}.")
+    host = _host(parts.hostname, url)
+    try:
+        address: IPAddress | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    return Endpoint(url, host, address)
+
+
+def _host(hostname: str, url: str) -> str:
+    try:
+        return hostname.rstrip(".").encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        if ":" in hostname:  # an IPv6 literal
+            return hostname.lower()
+        raise ValueError(f"'endpoint' has an invalid host name: {url!r}.") from None

@@ -1,0 +1,196 @@
+"""Webhook endpoints: create, change, rotate secrets, read deliveries and attempts, replay.
+
+Delivery itself is the dispatcher's (``workers/webhooks.py``): nothing is posted in a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from posthaste.adapters.webhook_http import HostLookup
+from posthaste.core.crypto import SecretBox
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.models import Principal
+from posthaste.core.netpolicy import parse_endpoint, refusal_reason
+from posthaste.core.webhooks import (
+    EVENT_TYPES,
+    OLD_SECRET_GRACE_MS,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+    new_secret,
+)
+from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.storage import webhooks as repo
+from posthaste.storage.database import Database
+
+_KNOWN_TYPES = frozenset(EVENT_TYPES)
+
+
+class WebhookService:
+    def __init__(
+        self, db: Database, box: SecretBox, lookup: HostLookup, *, allow_private: bool
+    ) -> None:
+        self.db = db
+        self.box = box
+        self.lookup = lookup
+        self.allow_private = allow_private
+
+    async def create(self, principal: Principal, fields: dict[str, Any]) -> tuple[Webhook, str]:
+        """A new endpoint and its secret (the only time the secret is shown)."""
+        endpoint = await self._endpoint(fields.get("endpoint"))
+        event_types = parse_event_types(fields.get("events"), "events")
+        enabled = _enabled(fields.get("enabled", True))
+        now = now_ms()
+        hook = Webhook(new_id(), principal.team_id, endpoint, event_types, enabled, now, now)
+        secret = new_secret()
+        async with self.db.transaction() as tx:
+            await repo.insert_webhook(tx, hook, self.box.encrypt(secret.encode()))
+        return hook, secret
+
+    async def all(self, principal: Principal) -> list[Webhook]:
+        async with self.db.read() as tx:
+            return await repo.list_webhooks(tx, principal.team_id)
+
+    async def get(self, principal: Principal, webhook_id: str) -> Webhook:
+        async with self.db.read() as tx:
+            hook = await repo.get_webhook(tx, principal.team_id, webhook_id)
+        if hook is None:
+            raise _not_found(webhook_id)
+        return hook
+
+    async def update(
+        self, principal: Principal, webhook_id: str, fields: dict[str, Any]
+    ) -> Webhook:
+        """Change ``endpoint``, ``events`` and ``enabled``; re-enabling resumes paused retries."""
+        values: dict[str, Any] = {}
+        if "endpoint" in fields:
+            values["endpoint"] = await self._endpoint(fields["endpoint"])
+        if "events" in fields:
+            values["events"] = parse_event_types(fields["events"], "events")
+        if "enabled" in fields:
+            values["enabled"] = _enabled(fields["enabled"])
+        async with self.db.transaction() as tx:
+            before = await repo.get_webhook(tx, principal.team_id, webhook_id)
+            if before is None:
+                raise _not_found(webhook_id)
+            await repo.update_webhook(
+                tx, principal.team_id, webhook_id, **values, updated_at=now_ms()
+            )
+            if values.get("enabled") and not before.enabled:
+                await repo.resume_paused(tx, webhook_id)
+        return await self.get(principal, webhook_id)
+
+    async def delete(self, principal: Principal, webhook_id: str) -> None:
+        async with self.db.transaction() as tx:
+            if not await repo.delete_webhook(tx, principal.team_id, webhook_id):
+                raise _not_found(webhook_id)
+
+    async def rotate_secret(self, principal: Principal, webhook_id: str) -> tuple[Webhook, str]:
+        """A new secret; the current one keeps signing (as a second signature) for 24 hours."""
+        secret = new_secret()
+        now = now_ms()
+        async with self.db.transaction() as tx:
+            target = await repo.get_target(tx, principal.team_id, webhook_id)
+            if target is None:
+                raise _not_found(webhook_id)
+            await repo.update_webhook(
+                tx,
+                principal.team_id,
+                webhook_id,
+                secret=self.box.encrypt(secret.encode()),
+                previous_secret=target.secret,
+                previous_secret_until=now + OLD_SECRET_GRACE_MS,
+                updated_at=now,
+            )
+        return await self.get(principal, webhook_id), secret
+
+    async def deliveries(
+        self, principal: Principal, webhook_id: str
+    ) -> AsyncIterator[WebhookDelivery]:
+        """Every event sent (or to be sent) to the endpoint, newest first, streamed."""
+        await self.get(principal, webhook_id)
+        async with self.db.read() as tx:
+            async for item in repo.iter_deliveries(tx, principal.team_id, webhook_id):
+                yield item
+
+    async def attempts(
+        self, principal: Principal, webhook_id: str, event_id: str
+    ) -> list[WebhookAttempt]:
+        async with self.db.read() as tx:
+            found = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+            if found is None:
+                raise _event_not_found(webhook_id, event_id)
+            return await repo.list_attempts(tx, principal.team_id, webhook_id, event_id)
+
+    async def replay(self, principal: Principal, webhook_id: str, event_id: str) -> WebhookDelivery:
+        """Deliver the event again at once (same ``webhook-id``); the attempt is recorded."""
+        async with self.db.transaction() as tx:
+            hook = await repo.get_webhook(tx, principal.team_id, webhook_id)
+            if hook is None:
+                raise _not_found(webhook_id)
+            if not hook.enabled:
+                raise Conflict("The webhook is disabled; enable it (PATCH enabled: true) first.")
+            found = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+            if found is None:
+                raise _event_not_found(webhook_id, event_id)
+            await repo.replay(tx, found, now_ms())
+            replayed = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+        assert replayed is not None
+        return replayed
+
+    async def _endpoint(self, value: object) -> str:
+        """A valid endpoint URL that does not lead to a private address (unless allowed)."""
+        try:
+            endpoint = parse_endpoint(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+        if self.allow_private:
+            return endpoint.url
+        if endpoint.address is not None:
+            reason = refusal_reason(endpoint.address)
+            if reason is not None:
+                raise ValidationError(_private_message(f"{endpoint.host} is {reason}"))
+            return endpoint.url
+        try:
+            refusal = await self.lookup.refusal(endpoint.host)
+        except OSError:
+            refusal = None  # cannot resolve now: every delivery checks again before connecting
+        if refusal is not None:
+            raise ValidationError(_private_message(refusal))
+        return endpoint.url
+
+
+def parse_event_types(value: object, name: str) -> list[str]:
+    """A non-empty list of known event types, duplicates removed, order kept."""
+    if not isinstance(value, list) or not value:
+        raise ValidationError(f"'{name}' must be a non-empty array of event types.")
+    unknown = [item for item in value if not isinstance(item, str) or item not in _KNOWN_TYPES]
+    if unknown:
+        raise ValidationError(
+            f"'{name}' has unknown event types: {', '.join(map(str, unknown))}; "
+            f"known types: {', '.join(EVENT_TYPES)}."
+        )
+    return list(dict.fromkeys(value))
+
+
+def _enabled(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError("'enabled' must be true or false.")
+    return value
+
+
+def _private_message(reason: str) -> str:
+    return (
+        f"'endpoint' is not reachable from the service: {reason}. Webhooks go only to public "
+        "addresses (an operator may set POSTHASTE_WEBHOOK_ALLOW_PRIVATE=true)."
+    )
+
+
+def _not_found(webhook_id: str) -> NotFound:
+    return NotFound(f"Webhook {webhook_id!r} was not found.")
+
+
+def _event_not_found(webhook_id: str, event_id: str) -> NotFound:
+    return NotFound(f"Event {event_id!r} was not found for webhook {webhook_id!r}.")

@@ -1,0 +1,466 @@
+"""Webhook endpoints, their deliveries (one per event and endpoint) and delivery attempts.
+
+A delivery row is due when ``due_at <= now``; the dispatcher claims it by pushing ``due_at`` out
+by a lease and bumping ``claims`` (the fencing token), exactly like the job queue, so a crashed
+dispatcher's deliveries fall due again by themselves. Secrets are stored as SecretBox text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, delete, func, select, update
+
+from posthaste.core.models import Event
+from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
+from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
+from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
+
+CHANNEL = WEBHOOKS_CHANNEL
+PENDING = DeliveryStatus.PENDING.value
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the dispatcher needs of an endpoint: where, whether, and the sealed secrets."""
+
+    id: str
+    team_id: str
+    endpoint: str
+    enabled: bool
+    secret: str
+    previous_secret: str | None
+    previous_secret_until: int | None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    webhook_id: str
+    event_id: str
+    team_id: str
+    attempts: int
+    claims: int
+    replay_status: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished attempt and what it leaves the delivery as."""
+
+    claimed: Claimed
+    attempt: WebhookAttempt
+    status: DeliveryStatus
+    next_attempt_at: int | None
+
+
+def _webhook(row: Any) -> Webhook:
+    return Webhook(
+        row.id,
+        row.team_id,
+        row.endpoint,
+        list(row.events),
+        bool(row.enabled),
+        row.created_at,
+        row.updated_at,
+    )
+
+
+def _target(row: Any) -> Target:
+    return Target(
+        row.id,
+        row.team_id,
+        row.endpoint,
+        bool(row.enabled),
+        row.secret,
+        row.previous_secret,
+        row.previous_secret_until,
+    )
+
+
+# --- endpoints ------------------------------------------------------------------------------
+
+
+async def insert_webhook(tx: Tx, hook: Webhook, sealed_secret: str) -> None:
+    await tx.conn.execute(
+        webhooks.insert().values(
+            id=hook.id,
+            team_id=hook.team_id,
+            endpoint=hook.endpoint,
+            events=hook.events,
+            enabled=hook.enabled,
+            secret=sealed_secret,
+            created_at=hook.created_at,
+            updated_at=hook.updated_at,
+        )
+    )
+
+
+async def get_webhook(tx: Tx, team_id: str, webhook_id: str) -> Webhook | None:
+    query = select(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
+    row = (await tx.conn.execute(query)).first()
+    return _webhook(row) if row else None
+
+
+async def list_webhooks(tx: Tx, team_id: str) -> list[Webhook]:
+    query = (
+        select(webhooks)
+        .where(webhooks.c.team_id == team_id)
+        .order_by(webhooks.c.created_at, webhooks.c.id)
+    )
+    return [_webhook(row) for row in await tx.conn.execute(query)]
+
+
+async def update_webhook(tx: Tx, team_id: str, webhook_id: str, **values: Any) -> bool:
+    query = (
+        update(webhooks)
+        .where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
+        .values(**values)
+    )
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def delete_webhook(tx: Tx, team_id: str, webhook_id: str) -> bool:
+    query = delete(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def get_target(tx: Tx, team_id: str, webhook_id: str) -> Target | None:
+    query = select(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
+    row = (await tx.conn.execute(query)).first()
+    return _target(row) if row else None
+
+
+async def targets(tx: Tx, webhook_ids: Collection[str]) -> dict[str, Target]:
+    """The endpoints of claimed deliveries, locked against deletion until the caller commits."""
+    query = select(webhooks).where(webhooks.c.id.in_(list(webhook_ids)))
+    return {row.id: _target(row) for row in await tx.conn.execute(query)}
+
+
+# --- fan-out --------------------------------------------------------------------------------
+
+
+async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
+    """One delivery per enabled endpoint subscribed to each event's type; two statements at most.
+
+    A team without webhooks costs one indexed lookup and nothing else.
+    """
+    team_ids = {event.team_id for event in items}
+    query = select(webhooks.c.id, webhooks.c.team_id, webhooks.c.events).where(
+        webhooks.c.team_id.in_(team_ids), webhooks.c.enabled.is_(True)
+    )
+    subscribed = (await tx.conn.execute(query)).all()
+    if not subscribed:
+        return
+    rows = [
+        _delivery_row(hook.id, event)
+        for event in items
+        for hook in subscribed
+        if hook.team_id == event.team_id and event.type in hook.events
+    ]
+    if rows:
+        await tx.conn.execute(webhook_deliveries.insert(), rows)
+        tx.notify(CHANNEL)
+
+
+def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:
+    return {
+        "webhook_id": webhook_id,
+        "event_id": event.id,
+        "team_id": event.team_id,
+        "status": PENDING,
+        "attempts": 0,
+        "due_at": event.created_at,
+        "next_attempt_at": event.created_at,
+        "claims": 0,
+        "replay_status": None,
+        "created_at": event.created_at,
+    }
+
+
+# --- reading deliveries and attempts --------------------------------------------------------
+
+_DELIVERY_COLUMNS = (
+    webhook_deliveries.c.event_id,
+    webhook_deliveries.c.webhook_id,
+    events.c.type,
+    events.c.created_at,
+    events.c.data,
+    webhook_deliveries.c.status,
+    webhook_deliveries.c.attempts,
+    webhook_deliveries.c.next_attempt_at,
+)
+
+
+def _delivery(row: Any) -> WebhookDelivery:
+    status = DeliveryStatus(row.status)
+    next_at = row.next_attempt_at if status is DeliveryStatus.PENDING else None
+    return WebhookDelivery(
+        row.event_id,
+        row.webhook_id,
+        row.type,
+        row.created_at,
+        row.data,
+        status,
+        row.attempts,
+        next_at,
+    )
+
+
+def _deliveries_query(team_id: str, webhook_id: str) -> Any:
+    return (
+        select(*_DELIVERY_COLUMNS)
+        .join(events, events.c.id == webhook_deliveries.c.event_id)
+        .where(
+            webhook_deliveries.c.team_id == team_id, webhook_deliveries.c.webhook_id == webhook_id
+        )
+    )
+
+
+async def iter_deliveries(
+    tx: Tx, team_id: str, webhook_id: str, page: int = 500
+) -> AsyncIterator[WebhookDelivery]:
+    """Every delivery of an endpoint, newest first, read in keyset pages (flat memory)."""
+    before: str | None = None
+    while True:
+        query = _deliveries_query(team_id, webhook_id)
+        if before is not None:
+            query = query.where(webhook_deliveries.c.event_id < before)
+        query = query.order_by(webhook_deliveries.c.event_id.desc()).limit(page)
+        rows = (await tx.conn.execute(query)).all()
+        for row in rows:
+            yield _delivery(row)
+        if len(rows) < page:
+            return
+        before = rows[-1].event_id
+
+
+async def get_delivery(
+    tx: Tx, team_id: str, webhook_id: str, event_id: str
+) -> WebhookDelivery | None:
+    query = _deliveries_query(team_id, webhook_id).where(webhook_deliveries.c.event_id == event_id)
+    row = (await tx.conn.execute(query)).first()
+    return _delivery(row) if row else None
+
+
+async def list_attempts(
+    tx: Tx, team_id: str, webhook_id: str, event_id: str
+) -> list[WebhookAttempt]:
+    query = (
+        select(webhook_attempts)
+        .where(
+            webhook_attempts.c.team_id == team_id,
+            webhook_attempts.c.webhook_id == webhook_id,
+            webhook_attempts.c.event_id == event_id,
+        )
+        .order_by(webhook_attempts.c.id)
+    )
+    return [
+        WebhookAttempt(
+            r.id,
+            r.webhook_id,
+            r.event_id,
+            r.attempted_at,
+            r.status_code,
+            bool(r.success),
+            r.error,
+            r.duration_ms,
+            r.response_body,
+        )
+        for r in await tx.conn.execute(query)
+    ]
+
+
+# --- scheduling -----------------------------------------------------------------------------
+
+
+async def replay(tx: Tx, delivery: WebhookDelivery, now: int) -> None:
+    """Make a delivery due now; an ended one returns to its end status if the replay fails."""
+    values: dict[str, Any] = {"due_at": now, "next_attempt_at": now}
+    if delivery.status is not DeliveryStatus.PENDING:
+        values.update(status=PENDING, replay_status=delivery.status.value)
+    query = (
+        update(webhook_deliveries)
+        .where(
+            webhook_deliveries.c.webhook_id == delivery.webhook_id,
+            webhook_deliveries.c.event_id == delivery.event_id,
+        )
+        .values(**values)
+    )
+    await tx.conn.execute(query)
+    tx.notify(CHANNEL)
+
+
+async def resume_paused(tx: Tx, webhook_id: str) -> None:
+    """Re-enabled endpoint: its pending deliveries fall due again on their schedule."""
+    query = (
+        update(webhook_deliveries)
+        .where(
+            webhook_deliveries.c.webhook_id == webhook_id,
+            webhook_deliveries.c.status == PENDING,
+            webhook_deliveries.c.due_at.is_(None),
+        )
+        .values(due_at=webhook_deliveries.c.next_attempt_at)
+    )
+    await tx.conn.execute(query)
+    tx.notify(CHANNEL)
+
+
+async def claim(
+    tx: Tx, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
+) -> list[Claimed]:
+    """Claim up to ``limit`` due deliveries, at most ``room[id]`` (else ``default_room``) each.
+
+    Endpoints with no room left are not even read, so a slow endpoint's backlog never stands
+    in front of another endpoint's deliveries.
+    """
+    full = [webhook_id for webhook_id, free in room.items() if free <= 0]
+    query = select(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id).where(
+        webhook_deliveries.c.due_at <= now
+    )
+    if full:
+        query = query.where(webhook_deliveries.c.webhook_id.not_in(full))
+    query = query.order_by(webhook_deliveries.c.due_at).limit(limit)
+    candidates = (await tx.conn.execute(query.with_for_update(skip_locked=True))).all()
+    chosen = _within_room(candidates, room, default_room, limit)
+    claimed: list[Claimed] = []
+    for webhook_id, event_ids in chosen.items():  # by primary key: one indexed update each
+        lease = (
+            update(webhook_deliveries)
+            .where(
+                webhook_deliveries.c.webhook_id == webhook_id,
+                webhook_deliveries.c.event_id.in_(event_ids),
+            )
+            .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
+            .returning(*_CLAIMED)
+        )
+        claimed.extend(_claimed(row) for row in await tx.conn.execute(lease))
+    return claimed
+
+
+def _claimed(r: Any) -> Claimed:
+    return Claimed(r.webhook_id, r.event_id, r.team_id, r.attempts, r.claims, r.replay_status)
+
+
+_CLAIMED = (
+    webhook_deliveries.c.webhook_id,
+    webhook_deliveries.c.event_id,
+    webhook_deliveries.c.team_id,
+    webhook_deliveries.c.attempts,
+    webhook_deliveries.c.claims,
+    webhook_deliveries.c.replay_status,
+)
+
+
+def _within_room(
+    candidates: Sequence[Any], room: dict[str, int], default_room: int, limit: int
+) -> dict[str, list[str]]:
+    """The candidates that fit each endpoint's room, grouped by endpoint."""
+    left = dict(room)
+    chosen: dict[str, list[str]] = {}
+    taken = 0
+    for webhook_id, event_id in candidates:
+        free = left.get(webhook_id, default_room)
+        if free > 0 and taken < limit:
+            chosen.setdefault(webhook_id, []).append(event_id)
+            left[webhook_id] = free - 1
+            taken += 1
+    return chosen
+
+
+async def envelopes(tx: Tx, event_ids: Collection[str]) -> dict[str, Event]:
+    query = select(events).where(events.c.id.in_(list(event_ids)))
+    return {
+        r.id: Event(r.id, r.team_id, r.type, r.email_id, r.created_at, r.data)
+        for r in await tx.conn.execute(query)
+    }
+
+
+async def pause(tx: Tx, items: Sequence[Claimed]) -> None:
+    """Release claimed deliveries of a disabled endpoint without an attempt."""
+    if not items:
+        return
+    query = (
+        update(webhook_deliveries)
+        .where(
+            webhook_deliveries.c.webhook_id == bindparam("w"),
+            webhook_deliveries.c.event_id == bindparam("e"),
+            webhook_deliveries.c.claims == bindparam("c"),
+        )
+        .values(due_at=None)
+    )
+    params = [{"w": i.webhook_id, "e": i.event_id, "c": i.claims} for i in items]
+    await tx.conn.execute(query, params)
+
+
+async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
+    """Store attempts and the resulting delivery states in two statements (group commit)."""
+    if not outcomes:
+        return
+    alive = await _existing_webhooks(tx, {o.claimed.webhook_id for o in outcomes})
+    kept = [o for o in outcomes if o.claimed.webhook_id in alive]
+    if not kept:
+        return
+    await tx.conn.execute(webhook_attempts.insert(), [_attempt_row(o) for o in kept])
+    query = (
+        update(webhook_deliveries)
+        .where(
+            webhook_deliveries.c.webhook_id == bindparam("w"),
+            webhook_deliveries.c.event_id == bindparam("e"),
+            webhook_deliveries.c.claims == bindparam("c"),
+        )
+        .values(
+            status=bindparam("s"),
+            attempts=bindparam("n"),
+            due_at=bindparam("d"),
+            next_attempt_at=bindparam("d"),
+            replay_status=None,
+        )
+    )
+    await tx.conn.execute(query, [_state_params(o) for o in kept])
+
+
+async def _existing_webhooks(tx: Tx, webhook_ids: Collection[str]) -> set[str]:
+    """Endpoints not deleted meanwhile, share-locked on PostgreSQL until the caller commits."""
+    query = select(webhooks.c.id).where(webhooks.c.id.in_(list(webhook_ids)))
+    if tx.conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    return set((await tx.conn.execute(query)).scalars())
+
+
+def _attempt_row(outcome: Outcome) -> dict[str, Any]:
+    a = outcome.attempt
+    return {
+        "id": a.id,
+        "webhook_id": a.webhook_id,
+        "event_id": a.event_id,
+        "team_id": outcome.claimed.team_id,
+        "attempted_at": a.attempted_at,
+        "status_code": a.status_code,
+        "success": a.success,
+        "error": a.error,
+        "duration_ms": a.duration_ms,
+        "response_body": a.response_body,
+    }
+
+
+def _state_params(outcome: Outcome) -> dict[str, Any]:
+    c = outcome.claimed
+    return {
+        "w": c.webhook_id,
+        "e": c.event_id,
+        "c": c.claims,
+        "s": outcome.status.value,
+        "n": c.attempts + 1,
+        "d": outcome.next_attempt_at,
+    }
+
+
+async def next_due_at(tx: Tx, excluded: Collection[str]) -> int | None:
+    """When the earliest delivery (not of ``excluded`` endpoints) becomes claimable."""
+    query = select(func.min(webhook_deliveries.c.due_at))
+    if excluded:
+        query = query.where(webhook_deliveries.c.webhook_id.not_in(list(excluded)))
+    due = (await tx.conn.execute(query)).scalar()
+    return None if due is None else int(due)
