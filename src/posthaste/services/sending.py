@@ -64,16 +64,6 @@ class SenderPolicy(Protocol):
     async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str: ...
 
 
-class InlineContent:
-    """Content without stored templates: the request's own subject, html and text."""
-
-    async def resolve(self, tx: Tx, principal: Principal, request: SendRequest) -> Content:
-        if request.template is not None:
-            raise ValidationError(f"Template {request.template!r} was not found.")
-        assert request.subject is not None
-        return Content(request.subject, request.html, request.text)
-
-
 @dataclass(frozen=True)
 class _Accepted:
     email: Email
