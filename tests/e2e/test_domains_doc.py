@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import resend
 
 from tests.dns_server import ZoneServer, running_zone
 from tests.e2e.conftest import RunningServer
+from tests.e2e.docs import ROOT, bash_blocks, run_script
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "domains.md"
-DEFAULT_URL = "export POSTHASTE_URL=http://127.0.0.1:8080"
+DOC = ROOT / "docs" / "domains.md"
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +27,13 @@ def server_env(dns_host: ZoneServer) -> dict[str, str]:
 
 
 def section(name: str) -> str:
-    text = DOC.read_text()
-    body = text.split(f"<!-- walkthrough:{name}:start -->", 1)[1]
-    body = body.split(f"<!-- walkthrough:{name}:end -->", 1)[0]
-    return "\n".join(re.findall(r"```bash\n(.*?)```", body, flags=re.S))
+    return bash_blocks(
+        DOC, f"<!-- walkthrough:{name}:start -->", f"<!-- walkthrough:{name}:end -->"
+    )
 
 
 def run(script: str, server: RunningServer, env: str = "") -> str:
-    script = (env + script).replace(DEFAULT_URL, f"export POSTHASTE_URL={server.url}")
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=server.data_dir.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr + result.stdout
-    return result.stdout
+    return run_script(env + script, server)
 
 
 def test_domains_walkthrough(server: RunningServer, dns_host: ZoneServer) -> None:

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-from pathlib import Path
-
 from tests.e2e.conftest import RunningServer
+from tests.e2e.docs import ROOT, bash_blocks, run_script
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "templates.md"
+GUIDE = ROOT / "docs" / "templates.md"
 
 
 def example() -> str:
-    text = GUIDE.read_text()
-    section = text.split("<!-- example:start -->", 1)[1].split("<!-- example:end -->", 1)[0]
-    return "\n".join(re.findall(r"```bash\n(.*?)```", section, flags=re.S))
+    return bash_blocks(GUIDE, "<!-- example:start -->", "<!-- example:end -->")
 
 
 def test_the_guide_example_runs(server: RunningServer) -> None:
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", example()],
-        env={**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr + result.stdout
-    created, preview, published, sent = result.stdout.splitlines()
+    env = {**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key}
+    created, preview, published, sent = run_script(example(), server, env).splitlines()
     assert '"status":"draft"' in created and '"alias":"welcome"' in created
     assert '"html":"<p>Hi {{ first_name }}, you are on the Free plan.</p>"' in preview
     assert '"status":"published"' in published
