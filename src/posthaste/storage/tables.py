@@ -21,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData(
@@ -367,7 +368,14 @@ webhook_deliveries = Table(
     Column("claims", Integer, nullable=False),  # fencing token of the current claim
     Column("replay_status", String(12), nullable=True),  # the end status a replay returns to
     Column("created_at", MS, nullable=False),
-    Index("ix_webhook_deliveries_due", "due_at"),
+    # Partial: a finished delivery (due_at NULL) leaves the index, so its last update adds no
+    # entry there and the index holds only what is claimable or leased.
+    Index(
+        "ix_webhook_deliveries_due",
+        "due_at",
+        postgresql_where=text("due_at IS NOT NULL"),
+        sqlite_where=text("due_at IS NOT NULL"),
+    ),
 )
 
 webhook_attempts = Table(

@@ -11,7 +11,20 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    delete,
+    func,
+    select,
+    text,
+    update,
+)
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
@@ -402,6 +415,9 @@ async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
     kept = [o for o in outcomes if o.claimed.webhook_id in alive]
     if not kept:
         return
+    if tx.conn.dialect.name == "postgresql":
+        await tx.conn.execute(_RECORD_PG, _record_arrays(kept))
+        return
     await tx.conn.execute(webhook_attempts.insert(), [_attempt_row(o) for o in kept])
     query = (
         update(webhook_deliveries)
@@ -419,6 +435,74 @@ async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
         )
     )
     await tx.conn.execute(query, [_state_params(o) for o in kept])
+
+
+# PostgreSQL: every attempt inserted and every delivery's state written by ONE statement over
+# arrays (one parse, one plan, one executor start per group instead of two per delivery).
+_RECORD_PG = text(
+    """
+    WITH o AS (
+        SELECT * FROM unnest(
+            CAST(:ids AS varchar[]), CAST(:w AS varchar[]), CAST(:e AS varchar[]),
+            CAST(:team AS varchar[]), CAST(:at AS bigint[]), CAST(:code AS integer[]),
+            CAST(:ok AS boolean[]), CAST(:err AS text[]), CAST(:ms AS integer[]),
+            CAST(:body AS text[]), CAST(:c AS integer[]), CAST(:s AS varchar[]),
+            CAST(:n AS integer[]), CAST(:d AS bigint[])
+        ) AS t(id, w, e, team, at, code, ok, err, ms, body, c, s, n, d)
+    ),
+    attempts AS (
+        INSERT INTO webhook_attempts (id, webhook_id, event_id, team_id, attempted_at,
+            status_code, success, error, duration_ms, response_body)
+        SELECT id, w, e, team, at, code, ok, err, ms, body FROM o
+    )
+    UPDATE webhook_deliveries AS d
+    SET status = o.s, attempts = o.n, due_at = o.d, next_attempt_at = o.d, replay_status = NULL
+    FROM o
+    WHERE d.webhook_id = o.w AND d.event_id = o.e AND d.claims = o.c
+    """
+).bindparams(
+    *(
+        bindparam(name, type_=ARRAY(kind))
+        for name, kind in (
+            ("ids", String()),
+            ("w", String()),
+            ("e", String()),
+            ("team", String()),
+            ("at", BigInteger()),
+            ("code", Integer()),
+            ("ok", Boolean()),
+            ("err", Text()),
+            ("ms", Integer()),
+            ("body", Text()),
+            ("c", Integer()),
+            ("s", String()),
+            ("n", Integer()),
+            ("d", BigInteger()),
+        )
+    )
+)
+
+
+def _record_arrays(outcomes: Sequence[Outcome]) -> dict[str, list[Any]]:
+    """The columns of ``_RECORD_PG``, one array each."""
+    attempts = [o.attempt for o in outcomes]
+    claimed = [o.claimed for o in outcomes]
+    return {
+        "ids": [a.id for a in attempts],
+        "w": [a.webhook_id for a in attempts],
+        "e": [a.event_id for a in attempts],
+        "team": [c.team_id for c in claimed],
+        "at": [a.attempted_at for a in attempts],
+        "code": [a.status_code for a in attempts],
+        "ok": [a.success for a in attempts],
+        "err": [a.error for a in attempts],
+        "ms": [a.duration_ms for a in attempts],
+        "body": [a.response_body for a in attempts],
+        "c": [c.claims for c in claimed],
+        "s": [o.status.value for o in outcomes],
+        "n": [c.attempts + 1 for c in claimed],
+        "d": [o.next_attempt_at for o in outcomes],
+    }
 
 
 async def _existing_webhooks(tx: Tx, webhook_ids: Collection[str]) -> set[str]:
@@ -459,7 +543,9 @@ def _state_params(outcome: Outcome) -> dict[str, Any]:
 
 async def next_due_at(tx: Tx, excluded: Collection[str]) -> int | None:
     """When the earliest delivery (not of ``excluded`` endpoints) becomes claimable."""
-    query = select(func.min(webhook_deliveries.c.due_at))
+    query = select(func.min(webhook_deliveries.c.due_at)).where(
+        webhook_deliveries.c.due_at.is_not(None)  # lets the partial index serve it
+    )
     if excluded:
         query = query.where(webhook_deliveries.c.webhook_id.not_in(list(excluded)))
     due = (await tx.conn.execute(query)).scalar()

@@ -64,7 +64,13 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("webhook_id", "event_id", name=op.f("pk_webhook_deliveries")),
     )
-    op.create_index("ix_webhook_deliveries_due", "webhook_deliveries", ["due_at"])
+    op.create_index(
+        "ix_webhook_deliveries_due",
+        "webhook_deliveries",
+        ["due_at"],
+        postgresql_where=sa.text("due_at IS NOT NULL"),
+        sqlite_where=sa.text("due_at IS NOT NULL"),
+    )
     op.create_table(
         "webhook_attempts",
         sa.Column("id", ID, nullable=False),
