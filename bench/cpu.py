@@ -37,6 +37,21 @@ def _process_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / TICK, int(fields[12]) / TICK  # utime, stime
 
 
+def process_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 when it is gone."""
+    user, system = _process_times(pid)
+    return user + system
+
+
+def postgres_pids() -> list[int]:
+    """Every process named ``postgres`` on the box now."""
+    return [
+        int(entry.name)
+        for entry in PROC.iterdir()
+        if entry.name.isdigit() and _comm(entry.name) == "postgres"
+    ]
+
+
 def _comm(pid: int | str) -> str:
     try:
         return (PROC / str(pid) / "comm").read_text().strip()
