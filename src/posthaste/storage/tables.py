@@ -392,5 +392,6 @@ webhook_attempts = Table(
     Column("duration_ms", Integer, nullable=False),
     Column("response_body", Text, nullable=True),
     Index("ix_webhook_attempts_event", "webhook_id", "event_id", "id"),
-    Index("ix_webhook_attempts_time", "attempted_at"),
+    # No index on attempted_at: ids are UUIDv7 (time-ordered), so a retention purge deletes
+    # by a range of the primary key and every delivery saves an index insert.
 )

@@ -408,15 +408,16 @@ async def pause(tx: Tx, items: Sequence[Claimed]) -> None:
 
 
 async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
-    """Store attempts and the resulting delivery states in two statements (group commit)."""
+    """Store attempts and the resulting delivery states (group commit): one statement on
+    PostgreSQL, three on SQLite (endpoints still there, attempts, states)."""
     if not outcomes:
+        return
+    if tx.conn.dialect.name == "postgresql":
+        await tx.conn.execute(_RECORD_PG, _record_arrays(outcomes))
         return
     alive = await _existing_webhooks(tx, {o.claimed.webhook_id for o in outcomes})
     kept = [o for o in outcomes if o.claimed.webhook_id in alive]
     if not kept:
-        return
-    if tx.conn.dialect.name == "postgresql":
-        await tx.conn.execute(_RECORD_PG, _record_arrays(kept))
         return
     await tx.conn.execute(webhook_attempts.insert(), [_attempt_row(o) for o in kept])
     query = (
@@ -438,17 +439,20 @@ async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
 
 
 # PostgreSQL: every attempt inserted and every delivery's state written by ONE statement over
-# arrays (one parse, one plan, one executor start per group instead of two per delivery).
+# arrays (one round trip, one plan, one executor start per group instead of two per delivery).
+# The join share-locks each endpoint until commit and drops the outcomes of deleted ones.
 _RECORD_PG = text(
     """
     WITH o AS (
-        SELECT * FROM unnest(
+        SELECT t.* FROM unnest(
             CAST(:ids AS varchar[]), CAST(:w AS varchar[]), CAST(:e AS varchar[]),
             CAST(:team AS varchar[]), CAST(:at AS bigint[]), CAST(:code AS integer[]),
             CAST(:ok AS boolean[]), CAST(:err AS text[]), CAST(:ms AS integer[]),
             CAST(:body AS text[]), CAST(:c AS integer[]), CAST(:s AS varchar[]),
             CAST(:n AS integer[]), CAST(:d AS bigint[])
         ) AS t(id, w, e, team, at, code, ok, err, ms, body, c, s, n, d)
+        JOIN webhooks ON webhooks.id = t.w
+        FOR SHARE OF webhooks
     ),
     attempts AS (
         INSERT INTO webhook_attempts (id, webhook_id, event_id, team_id, attempted_at,
@@ -506,10 +510,8 @@ def _record_arrays(outcomes: Sequence[Outcome]) -> dict[str, list[Any]]:
 
 
 async def _existing_webhooks(tx: Tx, webhook_ids: Collection[str]) -> set[str]:
-    """Endpoints not deleted meanwhile, share-locked on PostgreSQL until the caller commits."""
+    """Endpoints not deleted meanwhile (SQLite: its single writer keeps them until commit)."""
     query = select(webhooks.c.id).where(webhooks.c.id.in_(list(webhook_ids)))
-    if tx.conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=True)
     return set((await tx.conn.execute(query)).scalars())
 
 

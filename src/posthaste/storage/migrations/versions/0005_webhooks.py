@@ -94,7 +94,6 @@ def upgrade() -> None:
     op.create_index(
         "ix_webhook_attempts_event", "webhook_attempts", ["webhook_id", "event_id", "id"]
     )
-    op.create_index("ix_webhook_attempts_time", "webhook_attempts", ["attempted_at"])
 
 
 def _event_positions() -> None:
