@@ -5,9 +5,9 @@ endpoint). For each backend: N events are recorded through ``insert_events`` (th
 the endpoints happens there, in batches of 100 as the send path records them), then one
 dispatcher, as ``posthaste serve`` runs it, delivers them all; the figure is deliveries / wall
 time from the dispatcher's start to the last delivery recorded as delivered. Signing, the
-POST, and the attempt and status writes are all included. The dispatcher and the bare client run
-on asyncio's default loop, as ``posthaste serve`` does; the receiver on uvloop when installed.
-Not part of the test suite.
+POST, and the attempt and status writes are all included. The dispatcher and the bare client
+run on uvloop, as ``posthaste serve`` does (``--asyncio``: the default loop); the receiver on
+uvloop too. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--endpoints", type=int, default=1)
     parser.add_argument("--per-endpoint", type=int, default=32, help="concurrent requests each")
     parser.add_argument(
-        "--uvloop", action="store_true", help="run the dispatcher on uvloop (serve uses asyncio)"
+        "--asyncio",
+        action="store_true",
+        help="run the dispatcher on asyncio's default loop (serve, and this bench, use uvloop)",
     )
     args = parser.parse_args(argv)
     ports: Any = multiprocessing.get_context("spawn").Queue()
@@ -184,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     args.receiver_pid = receiver.pid
     try:
         url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
-        ceiling = asyncio.run(raw_ceiling(url, args.events, args.per_endpoint))
+        run = asyncio.run if args.asyncio else _runner()  # uvloop: as serve runs
+        ceiling = run(raw_ceiling(url, args.events, args.per_endpoint))
         print(f"bare aiohttp client, {args.per_endpoint} concurrent: {ceiling:,.0f} requests/s\n")
         backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
         print(
@@ -195,7 +198,6 @@ def main(argv: list[str] | None = None) -> None:
         print("|---|---|---|---|---|")
         for name in backends:
             with tempfile.TemporaryDirectory() as tmp, server.prepared(name, Path(tmp)) as backend:
-                run = _runner() if args.uvloop else asyncio.run  # asyncio: as serve runs
                 row = run(measure(settings_for(backend), url, args))
             ms = row["cpu_ms"]
             print(
