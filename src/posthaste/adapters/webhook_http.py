@@ -106,6 +106,7 @@ class WebhookClient:
         self._allow_private = allow_private
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
+        self._refusals: dict[str, str | None] = {}  # literal-address check, once per URL
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -127,7 +128,12 @@ class WebhookClient:
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpResult:
         """One attempt: 2xx is success; anything else, a redirect included, is a failure."""
         started = time.monotonic()
-        refused = self._refused_literal(url)
+        try:
+            refused = self._refusals[url]
+        except KeyError:
+            if len(self._refusals) > 4096:
+                self._refusals.clear()
+            refused = self._refusals[url] = self._refused_literal(url)
         if refused is not None:
             return _failure(refused, started)
         try:
