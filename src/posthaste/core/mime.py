@@ -32,15 +32,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import html as html_entities
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime
 
-import html2text
-
+from posthaste.core.html_text import html_to_text
 from posthaste.core.mime_headers import (
     LINE_LENGTH,
     Mailbox,
@@ -58,9 +56,6 @@ _OWNED_HEADERS = frozenset(
 
 _SEVEN_BIT_TEXT = re.compile(r"[\t\r\n\x20-\x7e]*")
 _MEDIA_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-_SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
-_BLANK_LINES = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,30 +103,6 @@ def requires_smtputf8(msg: OutgoingMessage) -> bool:
 def make_message_id(domain: str, unique: str) -> str:
     """The ``<unique@domain>`` Message-ID of an email; ``domain`` is the sender's A-label."""
     return msg_id(f"{unique}@{domain}", "Message-ID")
-
-
-def html_to_text(html: str) -> str:
-    """Readable plain text for the text/plain alternative of an html-only email; never raises."""
-    try:
-        markdown: str = _html_converter().handle(html)
-    except Exception:  # html2text parses untrusted input; a delivery must not fail on its bugs
-        markdown = _strip_tags(html)
-    lines = (line.rstrip() for line in markdown.splitlines())
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip("\n")
-
-
-def _html_converter() -> html2text.HTML2Text:
-    converter = html2text.HTML2Text()
-    converter.body_width = 0  # the transfer encoding keeps lines short; wrapping would break URLs
-    converter.ignore_images = True
-    converter.ignore_emphasis = True  # plain text reads better without ** and _ markers
-    converter.unicode_snob = True  # keep "é" and curly quotes rather than ASCII lookalikes
-    return converter
-
-
-def _strip_tags(html: str) -> str:
-    text = html_entities.unescape(_TAG.sub(" ", _SCRIPT_OR_STYLE.sub(" ", html)))
-    return " ".join(text.split())
 
 
 # Headers
