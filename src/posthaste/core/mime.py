@@ -19,11 +19,13 @@ Decisions:
   ``=_`` cannot occur in base64 or quoted-printable, and text containing it is never sent 7bit,
   so no body line can look like a boundary; the subtypes keep one boundary from prefixing another.
 - Inline parts with no html to reference them travel as ordinary attachments.
-- A message whose addresses have a non-ASCII addr-spec is generated with the stdlib's SMTPUTF8
-  policy (RFC 6532: those headers carry raw UTF-8); the transport must then offer SMTPUTF8.
+- A message whose addresses have a non-ASCII addr-spec carries raw UTF-8 in its address
+  headers (RFC 6532; display names too, unencoded); the transport must then offer SMTPUTF8.
+  Every other message is 7-bit ASCII throughout.
 
 The bytes are written here directly for these few shapes (the stdlib's ``email.message`` and
-generator cost ~2 ms a message, ten times the rest); headers in ``core/mime_headers.py``.
+generator cost ~2 ms a message, twenty times the rest; bench/README.md); headers in
+``core/mime_headers.py``, the text alternative of html in ``core/html_text.py``.
 ``tests/unit/test_mime.py`` parses every shape back with the stdlib's parser.
 """
 
