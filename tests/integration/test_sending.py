@@ -180,11 +180,13 @@ async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
     """Sends that share a group-committed transaction keep their own checks and results."""
     other = await make_tenant(services, daily_quota=2)
     mine, theirs = await principal(services, tenant.test), await principal(services, other.test)
+    third = await principal(services, (await make_tenant(services)).test)
     await services.suppressions.add(mine, "blocked@example.com")
     calls = [services.sending.accept(mine, body(to=f"user{n}@example.com")) for n in range(10)] + [
         services.sending.accept(mine, body(to="blocked@example.com")),
         services.sending.accept(mine, body(to="not an address")),
         services.sending.accept_batch(theirs, [body(), body(), body()]),
+        services.sending.accept(third, body(to="blocked@example.com")),  # not on its list
     ]
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
     stored = outcomes[:10]
@@ -195,5 +197,6 @@ async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
     batch = outcomes[12]
     assert isinstance(batch, list)
     assert [type(o).__name__ for o in batch] == ["Email", "Email", "DailyQuotaExceeded"]
+    assert not isinstance(outcomes[13], BaseException)  # suppression lists are per team
     counts = await row_counts(services)
-    assert counts["emails"] == counts["jobs"] == counts["events"] == 12
+    assert counts["emails"] == counts["jobs"] == counts["events"] == 13

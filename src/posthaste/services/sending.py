@@ -120,34 +120,32 @@ class SendingService:
         return await self._group.submit(_Submission(principal, items, idempotency_key))
 
     async def _accept_group(self, submissions: list[_Submission]) -> list[list[Outcome]]:
-        """Check every submission and store what passed, all in one transaction."""
+        """Check every submission and store what passed, all in one transaction.
+
+        The checks keep PRODUCT §4's order for each item; the suppression list is read once
+        per team for the whole group rather than once per submission.
+        """
         now = now_ms()
         results: list[list[Outcome]] = []
         async with self.db.transaction() as tx:
+            candidates = [
+                await self._check_items(tx, s.principal, s.items, now) for s in submissions
+            ]
+            listed = await _suppressed_by_team(tx, submissions, candidates)
             to_store: list[_Accepted] = []
-            for submission in submissions:
-                accepted = await self._check_submission(tx, submission, now)
+            for submission, checked in zip(submissions, candidates, strict=True):
+                kept = _drop_suppressed(submission.items, checked, listed)
+                accepted = await _finish_submission(tx, submission, kept, now)
                 to_store.extend(item for _, item in accepted)
                 results.append(_results(submission.items, accepted))
             if to_store:
                 await _store(tx, to_store, now)
         return results
 
-    async def _check_submission(
-        self, tx: Tx, submission: _Submission, now: int
-    ) -> list[tuple[int, _Accepted]]:
-        principal, items = submission.principal, submission.items
-        accepted = await self._check_all(tx, principal, items, now)
-        accepted = await _apply_quota(tx, principal, accepted, items, now)
-        key = submission.idempotency_key
-        if key is not None and accepted:
-            body = orjson.dumps(email_record(accepted[0][1].email)).decode()
-            await idempotency_repo.complete(tx, principal.team_id, key, 200, body)
-        return accepted
-
-    async def _check_all(
+    async def _check_items(
         self, tx: Tx, principal: Principal, items: list[Outcome | SendRequest], now: int
     ) -> list[tuple[int, _Accepted]]:
+        """Stream, template and domain checks per item; a failing item becomes its error."""
         accepted: list[tuple[int, _Accepted]] = []
         for index, item in enumerate(items):
             if not isinstance(item, SendRequest):
@@ -156,18 +154,7 @@ class SendingService:
                 accepted.append((index, await self._check_one(tx, principal, item, now)))
             except PosthasteError as exc:
                 items[index] = exc
-        suppressed = await _suppressed(tx, principal.team_id, [a.request for _, a in accepted])
-        kept: list[tuple[int, _Accepted]] = []
-        for index, candidate in accepted:
-            listed = [r for r, _ in candidate.request.recipients() if r in suppressed]
-            if listed:
-                items[index] = RecipientSuppressed(
-                    f"The recipient {listed[0]} is on the suppression list; remove it from "
-                    "/suppressions to send to it again."
-                )
-            else:
-                kept.append((index, candidate))
-        return kept
+        return accepted
 
     async def _check_one(
         self, tx: Tx, principal: Principal, request: SendRequest, now: int
@@ -205,9 +192,53 @@ async def _stream(tx: Tx, team_id: str, stream_id: str | None) -> str:
     return stream_id
 
 
-async def _suppressed(tx: Tx, team_id: str, requests: Sequence[SendRequest]) -> set[str]:
-    addresses = {address for request in requests for address, _ in request.recipients()}
-    return set(await suppressions_repo.find_listed(tx, team_id, sorted(addresses)))
+async def _suppressed_by_team(
+    tx: Tx, submissions: list[_Submission], candidates: list[list[tuple[int, _Accepted]]]
+) -> set[tuple[str, str]]:
+    """``(team_id, address)`` pairs on a suppression list: one query per team of the group."""
+    by_team: dict[str, set[str]] = {}
+    for submission, checked in zip(submissions, candidates, strict=True):
+        addresses = by_team.setdefault(submission.principal.team_id, set())
+        addresses.update(address for _, item in checked for address, _ in item.request.recipients())
+    listed: set[tuple[str, str]] = set()
+    for team_id, addresses in by_team.items():
+        if addresses:
+            found = await suppressions_repo.find_listed(tx, team_id, sorted(addresses))
+            listed.update((team_id, address) for address in found)
+    return listed
+
+
+def _drop_suppressed(
+    items: list[Outcome | SendRequest],
+    checked: list[tuple[int, _Accepted]],
+    listed: set[tuple[str, str]],
+) -> list[tuple[int, _Accepted]]:
+    """Items with a suppressed recipient become a 422 naming it; the rest go on."""
+    kept: list[tuple[int, _Accepted]] = []
+    for index, candidate in checked:
+        team_id = candidate.email.team_id
+        hits = [r for r, _ in candidate.request.recipients() if (team_id, r) in listed]
+        if hits:
+            items[index] = RecipientSuppressed(
+                f"The recipient {hits[0]} is on the suppression list; remove it from "
+                "/suppressions to send to it again."
+            )
+        else:
+            kept.append((index, candidate))
+    return kept
+
+
+async def _finish_submission(
+    tx: Tx, submission: _Submission, kept: list[tuple[int, _Accepted]], now: int
+) -> list[tuple[int, _Accepted]]:
+    """The daily quota, then the idempotency key's stored response (same transaction)."""
+    principal, items = submission.principal, submission.items
+    accepted = await _apply_quota(tx, principal, kept, items, now)
+    key = submission.idempotency_key
+    if key is not None and accepted:
+        body = orjson.dumps(email_record(accepted[0][1].email)).decode()
+        await idempotency_repo.complete(tx, principal.team_id, key, 200, body)
+    return accepted
 
 
 async def _apply_quota(
