@@ -103,6 +103,22 @@ class Database:
                 conn = await conn.execution_options(sqlite_read=True)
             yield Tx(conn)
 
+    @contextlib.asynccontextmanager
+    async def driver(self) -> AsyncIterator[asyncpg.Connection]:
+        """PostgreSQL only: the asyncpg connection under a pooled one, for the few statements
+        that run so often that SQLAlchemy's own cost per statement shows (the webhook
+        dispatcher's claim and group commit). Each statement commits by itself (autocommit)."""
+        if not self.is_postgres:
+            raise RuntimeError("Database.driver() is for PostgreSQL only")
+        async with _translate_db_errors(), self.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            yield raw.driver_connection
+
+    async def notify_now(self, conn: asyncpg.Connection, channel: str) -> None:
+        """``NOTIFY`` outside a transaction (a ``driver()`` connection) and wake this process."""
+        await conn.execute("SELECT pg_notify($1, '')", channel)
+        self._fire(channel)
+
     def add_listener(self, channel: str, callback: Listener) -> None:
         self._listeners[channel].append(callback)
 

@@ -11,25 +11,21 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     ARRAY,
-    BigInteger,
-    Boolean,
-    Integer,
     String,
-    Text,
     any_,
     bindparam,
     delete,
     func,
     select,
-    text,
     update,
 )
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
-from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
+from posthaste.storage.database import WEBHOOKS_CHANNEL, Database, Tx
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
 
 CHANNEL = WEBHOOKS_CHANNEL
@@ -57,6 +53,16 @@ class Claimed:
     attempts: int
     claims: int
     replay_status: str | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed delivery with what posting it needs: its endpoint and its event (None when
+    either is gone)."""
+
+    delivery: Claimed
+    target: Target | None
+    event: Event | None
 
 
 @dataclass(frozen=True)
@@ -329,6 +335,103 @@ async def resume_paused(tx: Tx, webhook_id: str) -> None:
     tx.notify(CHANNEL)
 
 
+async def claim_due(
+    db: Database, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
+) -> list[Claim]:
+    """Claim up to ``limit`` due deliveries (see ``claim``) with their endpoints and events.
+
+    PostgreSQL: ONE statement on the driver connection (choose, lease, read endpoint and event),
+    which commits by itself; SQLite: ``claim`` and two reads in one transaction.
+    """
+    if db.is_postgres:
+        full = [webhook_id for webhook_id, free in room.items() if free <= 0]
+        async with db.driver() as conn:
+            rows = await conn.fetch(
+                _CLAIM_PG,
+                now,
+                now + lease_ms,
+                list(room),
+                list(room.values()),
+                default_room,
+                limit,
+                full,
+            )
+        return _claims_pg(rows)
+    async with db.transaction() as tx:
+        claimed = await claim(tx, now, lease_ms, room, default_room, limit)
+        if not claimed:
+            return []
+        found = await targets(tx, {c.webhook_id for c in claimed})
+        bodies = await envelopes(tx, {c.event_id for c in claimed})
+    return [Claim(c, found.get(c.webhook_id), bodies.get(c.event_id)) for c in claimed]
+
+
+# The candidates in due order, locked (SKIP LOCKED: another dispatcher's are passed over), at
+# most ``free`` per endpoint (its room: $3/$4, else $5), leased, and joined to what posting needs.
+_CLAIM_PG = """
+    WITH candidates AS (
+        SELECT webhook_id, event_id, due_at FROM webhook_deliveries
+        WHERE due_at <= $1 AND webhook_id <> ALL($7::varchar[])
+        ORDER BY due_at LIMIT $6
+        FOR UPDATE SKIP LOCKED
+    ), chosen AS (
+        SELECT c.webhook_id, c.event_id,
+            row_number() OVER (PARTITION BY c.webhook_id ORDER BY c.due_at, c.event_id) AS n,
+            COALESCE(r.free, $5) AS free
+        FROM candidates AS c
+        LEFT JOIN unnest($3::varchar[], $4::integer[]) AS r(webhook_id, free) USING (webhook_id)
+    ), leased AS (
+        UPDATE webhook_deliveries AS d SET due_at = $2, claims = d.claims + 1
+        FROM chosen
+        WHERE chosen.n <= chosen.free
+            AND d.webhook_id = chosen.webhook_id AND d.event_id = chosen.event_id
+        RETURNING d.webhook_id, d.event_id, d.team_id, d.attempts, d.claims, d.replay_status
+    )
+    SELECT leased.*, e.type, e.email_id, e.created_at AS event_at, e.data::text AS data,
+        w.endpoint, w.enabled, w.secret, w.previous_secret, w.previous_secret_until
+    FROM leased
+    LEFT JOIN events AS e ON e.id = leased.event_id
+    LEFT JOIN webhooks AS w ON w.id = leased.webhook_id
+"""
+
+
+def _claims_pg(rows: Sequence[Any]) -> list[Claim]:
+    found: dict[str, Target | None] = {}
+    claims: list[Claim] = []
+    for r in rows:
+        webhook_id = r["webhook_id"]
+        if webhook_id not in found:
+            found[webhook_id] = None if r["endpoint"] is None else _target_pg(r)
+        event = None
+        if r["type"] is not None:
+            data = orjson.loads(r["data"])
+            event = Event(
+                r["event_id"], r["team_id"], r["type"], r["email_id"], r["event_at"], data
+            )
+        delivery = Claimed(
+            webhook_id,
+            r["event_id"],
+            r["team_id"],
+            r["attempts"],
+            r["claims"],
+            r["replay_status"],
+        )
+        claims.append(Claim(delivery, found[webhook_id], event))
+    return claims
+
+
+def _target_pg(r: Any) -> Target:
+    return Target(
+        r["webhook_id"],
+        r["team_id"],
+        r["endpoint"],
+        bool(r["enabled"]),
+        r["secret"],
+        r["previous_secret"],
+        r["previous_secret_until"],
+    )
+
+
 async def claim(
     tx: Tx, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
 ) -> list[Claimed]:
@@ -416,14 +519,26 @@ async def pause(tx: Tx, items: Sequence[Claimed]) -> None:
     await tx.conn.execute(query, params)
 
 
-async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
-    """Store attempts and the resulting delivery states (group commit): one statement on
-    PostgreSQL, three on SQLite (endpoints still there, attempts, states)."""
+async def record_outcomes(db: Database, outcomes: Sequence[Outcome]) -> None:
+    """Store finished attempts and the resulting delivery states (group commit): ONE statement
+    on PostgreSQL (on the driver connection, committing by itself), three in one transaction on
+    SQLite. Wakes the dispatchers when a delivery falls due again later."""
     if not outcomes:
         return
-    if tx.conn.dialect.name == "postgresql":
-        await tx.conn.execute(_RECORD_PG, _record_arrays(outcomes))
+    retry = any(o.next_attempt_at is not None for o in outcomes)
+    if db.is_postgres:
+        async with db.driver() as conn:
+            await conn.execute(_RECORD_PG, *_record_arrays(outcomes))
+            if retry:
+                await db.notify_now(conn, CHANNEL)
         return
+    async with db.transaction() as tx:
+        await _record_sqlite(tx, outcomes)
+        if retry:
+            tx.notify(CHANNEL)
+
+
+async def _record_sqlite(tx: Tx, outcomes: Sequence[Outcome]) -> None:
     alive = await _existing_webhooks(tx, {o.claimed.webhook_id for o in outcomes})
     kept = [o for o in outcomes if o.claimed.webhook_id in alive]
     if not kept:
@@ -450,15 +565,12 @@ async def record_outcomes(tx: Tx, outcomes: Sequence[Outcome]) -> None:
 # PostgreSQL: every attempt inserted and every delivery's state written by ONE statement over
 # arrays (one round trip, one plan, one executor start per group instead of two per delivery).
 # The join share-locks each endpoint until commit and drops the outcomes of deleted ones.
-_RECORD_PG = text(
-    """
+_RECORD_PG = """
     WITH o AS (
         SELECT t.* FROM unnest(
-            CAST(:ids AS varchar[]), CAST(:w AS varchar[]), CAST(:e AS varchar[]),
-            CAST(:team AS varchar[]), CAST(:at AS bigint[]), CAST(:code AS integer[]),
-            CAST(:ok AS boolean[]), CAST(:err AS text[]), CAST(:ms AS integer[]),
-            CAST(:body AS text[]), CAST(:c AS integer[]), CAST(:s AS varchar[]),
-            CAST(:n AS integer[]), CAST(:d AS bigint[])
+            $1::varchar[], $2::varchar[], $3::varchar[], $4::varchar[], $5::bigint[],
+            $6::integer[], $7::boolean[], $8::text[], $9::integer[], $10::text[],
+            $11::integer[], $12::varchar[], $13::integer[], $14::bigint[]
         ) AS t(id, w, e, team, at, code, ok, err, ms, body, c, s, n, d)
         JOIN webhooks ON webhooks.id = t.w
         FOR SHARE OF webhooks
@@ -472,50 +584,29 @@ _RECORD_PG = text(
     SET status = o.s, attempts = o.n, due_at = o.d, next_attempt_at = o.d, replay_status = NULL
     FROM o
     WHERE d.webhook_id = o.w AND d.event_id = o.e AND d.claims = o.c
-    """
-).bindparams(
-    *(
-        bindparam(name, type_=ARRAY(kind))
-        for name, kind in (
-            ("ids", String()),
-            ("w", String()),
-            ("e", String()),
-            ("team", String()),
-            ("at", BigInteger()),
-            ("code", Integer()),
-            ("ok", Boolean()),
-            ("err", Text()),
-            ("ms", Integer()),
-            ("body", Text()),
-            ("c", Integer()),
-            ("s", String()),
-            ("n", Integer()),
-            ("d", BigInteger()),
-        )
-    )
-)
+"""
 
 
-def _record_arrays(outcomes: Sequence[Outcome]) -> dict[str, list[Any]]:
-    """The columns of ``_RECORD_PG``, one array each."""
+def _record_arrays(outcomes: Sequence[Outcome]) -> tuple[list[Any], ...]:
+    """The columns of ``_RECORD_PG``, one array each, in its parameters' order."""
     attempts = [o.attempt for o in outcomes]
     claimed = [o.claimed for o in outcomes]
-    return {
-        "ids": [a.id for a in attempts],
-        "w": [a.webhook_id for a in attempts],
-        "e": [a.event_id for a in attempts],
-        "team": [c.team_id for c in claimed],
-        "at": [a.attempted_at for a in attempts],
-        "code": [a.status_code for a in attempts],
-        "ok": [a.success for a in attempts],
-        "err": [a.error for a in attempts],
-        "ms": [a.duration_ms for a in attempts],
-        "body": [a.response_body for a in attempts],
-        "c": [c.claims for c in claimed],
-        "s": [o.status.value for o in outcomes],
-        "n": [c.attempts + 1 for c in claimed],
-        "d": [o.next_attempt_at for o in outcomes],
-    }
+    return (
+        [a.id for a in attempts],
+        [a.webhook_id for a in attempts],
+        [a.event_id for a in attempts],
+        [c.team_id for c in claimed],
+        [a.attempted_at for a in attempts],
+        [a.status_code for a in attempts],
+        [a.success for a in attempts],
+        [a.error for a in attempts],
+        [a.duration_ms for a in attempts],
+        [a.response_body for a in attempts],
+        [c.claims for c in claimed],
+        [o.status.value for o in outcomes],
+        [c.attempts + 1 for c in claimed],
+        [o.next_attempt_at for o in outcomes],
+    )
 
 
 async def _existing_webhooks(tx: Tx, webhook_ids: Collection[str]) -> set[str]:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from posthaste.adapters.webhook_http import HttpResult, WebhookClient
 from posthaste.core.crypto import DecryptionError, SecretBox
 from posthaste.core.ids import new_id, now_ms
-from posthaste.core.models import Event
 from posthaste.core.webhooks import (
     DeliveryStatus,
     WebhookAttempt,
@@ -135,43 +134,35 @@ class WebhookDispatcher:
             for webhook_id, count in self._in_flight.items()
         }
         now = now_ms()
-        async with self.db.transaction() as tx:
-            claimed = await repo.claim(
-                tx,
-                now,
-                self.policy.lease_ms,
-                room,
-                self.policy.claimable,
-                min(free, self.policy.claim_batch),
-            )
-            if not claimed:
-                return [], 0
-            targets = await repo.targets(tx, {c.webhook_id for c in claimed})
-            envelopes = await repo.envelopes(tx, {c.event_id for c in claimed})
-            work, idle = self._prepare(claimed, targets, envelopes, now)
-            await repo.pause(tx, idle)
+        claims = await repo.claim_due(
+            self.db,
+            now,
+            self.policy.lease_ms,
+            room,
+            self.policy.claimable,
+            min(free, self.policy.claim_batch),
+        )
+        work, idle = self._prepare(claims, now)
+        if idle:  # a disabled or deleted endpoint, or an event no longer there
+            async with self.db.transaction() as tx:
+                await repo.pause(tx, idle)
         return work, len(idle)
 
     def _prepare(
-        self,
-        claimed: Sequence[repo.Claimed],
-        targets: dict[str, repo.Target],
-        envelopes: dict[str, Event],
-        now: int,
+        self, claims: Sequence[repo.Claim], now: int
     ) -> tuple[list[_Work], list[repo.Claimed]]:
         work: list[_Work] = []
         idle: list[repo.Claimed] = []
         keys: dict[str, tuple[bytes, ...]] = {}
-        for item in claimed:
-            target = targets.get(item.webhook_id)
-            event = envelopes.get(item.event_id)
+        for claim in claims:
+            target, event = claim.target, claim.event
             if target is None or event is None or not target.enabled:
-                idle.append(item)
+                idle.append(claim.delivery)
                 continue
             if target.id not in keys:
                 keys[target.id] = self._keys(target, now)
             body = envelope_bytes(event.type, event.created_at, event.data)
-            work.append(_Work(item, target.endpoint, body, keys[target.id]))
+            work.append(_Work(claim.delivery, target.endpoint, body, keys[target.id]))
         return work, idle
 
     def _keys(self, target: repo.Target, now: int) -> tuple[bytes, ...]:
@@ -268,10 +259,7 @@ class WebhookDispatcher:
             return
         try:
             self.flush_rounds += 1
-            async with self.db.transaction() as tx:
-                await repo.record_outcomes(tx, batch)
-                if any(o.next_attempt_at is not None for o in batch):
-                    tx.notify(repo.CHANNEL)
+            await repo.record_outcomes(self.db, batch)
         except Exception:
             # The deliveries stay leased and fall due again when the lease runs out.
             log.exception("recording %d webhook attempts failed", len(batch))
