@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,77 @@ async def raw_ceiling(url: str, requests: int, concurrency: int) -> float:
         return requests / (time.perf_counter() - started)
 
 
+@contextlib.asynccontextmanager
+async def _dispatchers(settings: Settings, args: argparse.Namespace) -> AsyncIterator[list[int]]:
+    """Start ``--dispatchers`` dispatchers, ready to go at ``args.go()``; yields their pids.
+
+    One runs in this process (its claims and group commits are printed); more run as separate
+    processes, each as a ``posthaste serve --role worker`` process would run its dispatcher.
+    """
+    if args.dispatchers == 1:
+        services = build_services(settings)
+        await services.db.start_listening()
+        dispatcher = services.make_webhook_dispatcher(per_endpoint=args.per_endpoint)
+        tasks: list[asyncio.Task[None]] = []
+        args.go = lambda: tasks.append(asyncio.create_task(dispatcher.run()))
+        try:
+            yield [os.getpid()]
+        finally:
+            dispatcher.stop()
+            await asyncio.gather(*tasks)
+            print(f"  claims: {dispatcher.claim_rounds}, group commits: {dispatcher.flush_rounds}")
+            await dispatcher.client.close()
+            await services.close()
+        return
+    fields = {name: getattr(settings, name) for name in _CHILD_SETTINGS}  # Settings won't pickle
+    spawn = multiprocessing.get_context("spawn")
+    go, stop = spawn.Event(), spawn.Event()
+    ready = [spawn.Event() for _ in range(args.dispatchers)]
+    children = [
+        spawn.Process(target=_dispatch, args=(fields, args.per_endpoint, flag, go, stop))
+        for flag in ready
+    ]
+    for child in children:
+        child.start()
+    try:
+        loop = asyncio.get_running_loop()
+        for flag in ready:
+            if not await loop.run_in_executor(None, flag.wait, 60):
+                raise RuntimeError("a dispatcher process did not start within 60 s")
+        args.go = go.set
+        yield [child.pid for child in children if child.pid is not None]
+    finally:
+        stop.set()
+        for child in children:
+            child.join(30)
+            if child.is_alive():
+                child.terminate()
+
+
+_CHILD_SETTINGS = ("database_url", "data_dir", "secret_key", "webhook_allow_private")
+
+
+def _dispatch(fields: dict[str, Any], per_endpoint: int, ready: Any, go: Any, stop: Any) -> None:
+    """A dispatcher process: built like ``serve``'s, started at ``go``, stopped at ``stop``."""
+
+    async def main() -> None:
+        services = build_services(Settings(**fields))
+        await services.db.start_listening()
+        dispatcher = services.make_webhook_dispatcher(per_endpoint=per_endpoint)
+        ready.set()
+        while not go.is_set():  # noqa: ASYNC110 (a multiprocessing event)
+            await asyncio.sleep(0.005)
+        task = asyncio.create_task(dispatcher.run())
+        while not stop.is_set():  # noqa: ASYNC110 (a multiprocessing event)
+            await asyncio.sleep(0.1)
+        dispatcher.stop()
+        await task
+        await dispatcher.client.close()
+        await services.close()
+
+    _runner()(main())
+
+
 def settings_for(backend: server.Backend) -> Settings:
     url = backend.server_database_url
     return Settings(
@@ -137,26 +209,23 @@ async def measure(
             await services.webhooks.create(principal, body)
         fanned = await _record(services, team.id, args.events)
         total = args.events * args.endpoints
-        dispatcher = services.make_webhook_dispatcher(per_endpoint=args.per_endpoint)
-        pids = {"dispatcher": [os.getpid()], "receiver": [args.receiver_pid]}
-        before = cpu.snapshot(pids)
-        backends_before = {pid: cpu.process_seconds(pid) for pid in cpu.postgres_pids()}
-        started = time.perf_counter()
-        task = asyncio.create_task(dispatcher.run())
-        while await _delivered(services) < total:  # noqa: ASYNC110 (polls the database)
-            await asyncio.sleep(0.25)
-        elapsed = time.perf_counter() - started
-        after = cpu.snapshot(pids)
-        own = await _own_backends_seconds(services, backends_before)
-        dispatcher.stop()
-        await task
-        print(f"  claims: {dispatcher.claim_rounds}, group commits: {dispatcher.flush_rounds}")
-        await dispatcher.client.close()
+        async with _dispatchers(settings, args) as dispatcher_pids:
+            pids = {"dispatcher": dispatcher_pids, "receiver": [args.receiver_pid]}
+            before = cpu.snapshot(pids)
+            backends_before = {pid: cpu.process_seconds(pid) for pid in cpu.postgres_pids()}
+            started = time.perf_counter()
+            args.go()
+            while await _delivered(services) < total:  # noqa: ASYNC110 (polls the database)
+                await asyncio.sleep(0.25)
+            elapsed = time.perf_counter() - started
+            after = cpu.snapshot(pids)
+            own = await _own_backends_seconds(services, backends_before)
     finally:
         await services.close()
     return {
         "events": args.events,
         "endpoints": args.endpoints,
+        "dispatchers": args.dispatchers,
         "deliveries_per_s": total / elapsed,
         "cpu_ms": {
             label: 1000 * (after.processes[label] - before.processes[label]) / total
@@ -175,6 +244,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--endpoints", type=int, default=1)
     parser.add_argument("--per-endpoint", type=int, default=32, help="concurrent requests each")
     parser.add_argument(
+        "--dispatchers",
+        type=int,
+        default=1,
+        help="dispatcher processes sharing the queue (1: in the bench process)",
+    )
+    parser.add_argument(
         "--asyncio",
         action="store_true",
         help="run the dispatcher on asyncio's default loop (serve, and this bench, use uvloop)",
@@ -191,17 +266,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"bare aiohttp client, {args.per_endpoint} concurrent: {ceiling:,.0f} requests/s\n")
         backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
         print(
-            "| backend | events x endpoints | deliveries/s "
+            "| backend | events x endpoints | dispatchers | deliveries/s "
             "| CPU ms per delivery: dispatcher / receiver / postgres (whole box) "
             "| its own backends |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for name in backends:
             with tempfile.TemporaryDirectory() as tmp, server.prepared(name, Path(tmp)) as backend:
                 row = run(measure(settings_for(backend), url, args))
             ms = row["cpu_ms"]
             print(
-                f"| {name} | {row['events']:,} x {row['endpoints']} "
+                f"| {name} | {row['events']:,} x {row['endpoints']} | {row['dispatchers']} "
                 f"| {row['deliveries_per_s']:,.0f} "
                 f"| {ms['dispatcher']:.3f} / {ms['receiver']:.3f} / {ms['postgres']:.3f} "
                 f"| {ms['own_backends']:.3f} |",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+from yarl import URL
 
 from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
 from posthaste.core.netpolicy import parse_endpoint, refusal_reason
@@ -106,7 +107,8 @@ class WebhookClient:
         self._allow_private = allow_private
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
-        self._refusals: dict[str, str | None] = {}  # literal-address check, once per URL
+        # Per endpoint URL, parsed once: the URL object and the literal-address refusal.
+        self._endpoints: dict[str, tuple[URL, str | None]] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -129,15 +131,19 @@ class WebhookClient:
         """One attempt: 2xx is success; anything else, a redirect included, is a failure."""
         started = time.monotonic()
         try:
-            refused = self._refusals[url]
+            parsed, refused = self._endpoints[url]
         except KeyError:
-            if len(self._refusals) > 4096:
-                self._refusals.clear()
-            refused = self._refusals[url] = self._refused_literal(url)
+            if len(self._endpoints) > 4096:
+                self._endpoints.clear()
+            try:
+                parsed, refused = URL(url), self._refused_literal(url)
+            except ValueError as exc:
+                return _failure(f"request failed: invalid URL: {exc}", started)
+            self._endpoints[url] = parsed, refused
         if refused is not None:
             return _failure(refused, started)
         try:
-            return await self._send(url, body, headers, started)
+            return await self._send(parsed, body, headers, started)
         except TimeoutError:
             return _failure(f"timed out after {self._timeout:g}s", started)
         except aiohttp.ClientConnectorDNSError as exc:
@@ -148,7 +154,7 @@ class WebhookClient:
             return _failure(f"request failed: {exc.__class__.__name__}: {exc}", started)
 
     async def _send(
-        self, url: str, body: bytes, headers: dict[str, str], started: float
+        self, url: URL, body: bytes, headers: dict[str, str], started: float
     ) -> HttpResult:
         async with self._client().post(
             url, data=body, headers=headers, allow_redirects=False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -33,8 +34,14 @@ def format_ms(ms: int | None) -> str | None:
     """RFC 3339 UTC with milliseconds and ``Z``, or None."""
     if ms is None:
         return None
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    seconds, millis = divmod(ms, 1000)
+    return f"{_second(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a second (events of one second share it: strftime is slow)."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def parse_rfc3339(value: str) -> int:
