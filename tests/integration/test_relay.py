@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.server import Roles
-from posthaste.smtp.relay import MAX_MESSAGE_BYTES, Listener, RelayServer
+from posthaste.smtp.relay import MAX_MESSAGE_BYTES, SHARE_PORTS, Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.emails import EmailFilter
 from tests.conftest import Tenant, make_tenant
@@ -443,3 +443,23 @@ async def test_the_smtp_role_runs_the_relay_alone(settings: Settings, tenant: Te
     finally:
         await roles.stop()
         await services.close()
+
+
+@pytest.mark.skipif(not SHARE_PORTS, reason="SO_REUSEPORT is not available on this system")
+async def test_relay_processes_on_one_machine_share_the_ports(
+    relay: Relay, services: Services, tenant: Tenant
+) -> None:
+    second = RelayServer(
+        services,
+        "127.0.0.1",
+        [Listener(relay.starttls_port, False), Listener(relay.tls_port, True)],
+    )
+    await second.start()  # the same ports: no "address already in use"
+    try:
+        assert second.ports == [relay.starttls_port, relay.tls_port]
+        await relay.server.close()  # the first goes away; the second keeps serving
+        for implicit in (False, True):
+            code, reply = await submit(relay, tenant.test, message(), implicit=implicit)
+            assert code == 250 and reply.startswith("OK "), reply
+    finally:
+        await second.close()
