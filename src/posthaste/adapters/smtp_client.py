@@ -85,6 +85,11 @@ class Connection:
     transactions: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
+    @property
+    def encrypted(self) -> bool:
+        """TLS is up (implicit, or after STARTTLS)."""
+        return self.client.get_transport_info("ssl_object") is not None
+
 
 TlsContextFactory = Callable[[bool], ssl.SSLContext]
 
@@ -273,7 +278,10 @@ def provider_message_id(reply_text: str) -> str:
 
 
 class ConnectionPool:
-    """Idle connections per destination, and a cap on connections open to each at once."""
+    """Idle connections per destination, and a cap on connections open to each at once.
+
+    A destination is a ``(host name, port)`` key: an MX host with several addresses shares one
+    cap and one set of idle connections."""
 
     def __init__(self, per_destination: int = 8) -> None:
         self.per_destination = per_destination
