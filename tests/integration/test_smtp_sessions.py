@@ -10,14 +10,17 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
+import pytest
+
 from posthaste.adapters.dns import Resolver
 from posthaste.adapters.envelope import Envelope
 from posthaste.adapters.smtp_client import ClientOptions, ConnectionPool
 from posthaste.adapters.smtp_transports import MxTransport
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.submission import parse_submission
+from tests.dkim_keys import dns_record, record_name
 from tests.dns_server import ZoneServer
-from tests.integration.test_smtp_delivery import Mailer, mailer, smarthost
+from tests.integration.test_smtp_delivery import KEY, Mailer, mailer, smarthost, verify_dkim
 from tests.smtp_sink import Sink, running_sink
 
 BODY = b"Subject: x\r\n\r\nbody\r\n"
@@ -45,6 +48,104 @@ async def relay_kept(m: Mailer, body: bytes) -> str:
     principal = await m.services.teams.authenticate(m.tenant.live)
     submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
     return (await m.services.sending.accept(principal, submission.request)).id
+
+
+# --- SIZE -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["mx", "smtp"])
+async def test_a_message_over_the_servers_size_is_not_sent_and_bounces(
+    settings: Settings, zone: ZoneServer, kind: str
+) -> None:
+    route_example_com(zone)
+    sink = Sink(size_limit=4000)
+    async with running_sink(sink):
+        target = MX if kind == "mx" else smarthost(sink)
+        async with mailer(settings, target, zone=zone, mx_port=sink.port) as m:
+            big = await m.send(
+                html="<p>" + "x" * 5000 + "</p>", to=["a@example.com", "b@example.com"]
+            )
+            small = await m.send()
+            await m.deliver()
+            assert (await m.get(f"/emails/{big}"))["status"] == "bounced"
+            bounces = [
+                e for e in (await m.get(f"/emails/{big}/events"))["data"] if "bounce" in e["data"]
+            ]
+            assert sorted(e["data"]["to"][0] for e in bounces) == ["a@example.com", "b@example.com"]
+            for event in bounces:
+                bounce = event["data"]["bounce"]
+                assert (bounce["type"], bounce["subtype"]) == ("Permanent", "MessageTooLarge")
+                assert bounce["diagnostic"].startswith("552 5.3.4 Message too big: ")
+                assert bounce["diagnostic"].endswith("accepts at most 4000")
+            assert (await m.get("/suppressions"))["data"] == []
+            [attempt] = (await m.get(f"/emails/{big}/attempts"))["data"]
+            assert not any(c.startswith("MAIL FROM") for c in commands(attempt))
+            assert "the server takes at most 4000 (SIZE)" in str(attempt["transcript"])
+            # The message that fits is announced with its size.
+            [received] = sink.messages
+            raw = await m.client.get(f"/emails/{small}/raw", headers=m.tenant.headers("live"))
+            assert received.data == raw.content
+            assert received.mail_options == [f"SIZE={len(raw.content)}"]
+
+
+async def test_no_size_parameter_to_a_server_without_size(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    route_example_com(zone)
+    async with (
+        running_sink(Sink(size_limit=None)) as sink,
+        mailer(settings, MX, zone=zone, mx_port=sink.port) as m,
+    ):
+        await m.send(html="<p>" + "x" * 50_000 + "</p>")
+        await m.deliver()
+        [received] = sink.messages
+        assert received.mail_options == [] and len(received.data) > 50_000
+
+
+# --- 8BITMIME ---------------------------------------------------------------------------------
+
+
+async def test_eight_bit_content_goes_with_body_8bitmime(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    route_example_com(zone)
+    zone.set(record_name(KEY), "TXT", dns_record(KEY))
+    async with running_sink() as sink, mailer(settings, MX, zone=zone, mx_port=sink.port) as m:
+        kept = await relay_kept(m, "Grüße aus Köln, café ☕\r\n".encode())
+        built = await m.send(subject="Grüße", html="<p>Grüße ☕</p>")  # built as QP: 7-bit
+        await m.deliver()
+        assert (await m.get(f"/emails/{kept}"))["status"] == "delivered"
+        [eight_bit] = [r for r in sink.messages if not r.data.isascii()]
+        raw = await m.client.get(f"/emails/{kept}/raw", headers=m.tenant.headers("live"))
+        assert eight_bit.data == raw.content and "Grüße aus Köln".encode() in eight_bit.data
+        assert eight_bit.mail_options == [f"SIZE={len(raw.content)}", "BODY=8BITMIME"]
+        assert verify_dkim(zone, eight_bit.data)
+        [seven_bit] = [r for r in sink.messages if r.data.isascii()]
+        assert seven_bit.mail_options == [f"SIZE={len(seven_bit.data)}"]
+        [attempt] = (await m.get(f"/emails/{kept}/attempts"))["data"]
+        assert any(c.endswith(" BODY=8BITMIME") for c in commands(attempt))
+        assert (await m.get(f"/emails/{built}"))["status"] == "delivered"
+
+
+async def test_eight_bit_content_is_refused_for_a_server_without_8bitmime(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    route_example_com(zone)
+    async with (
+        running_sink(Sink(eight_bit=False)) as sink,
+        mailer(settings, MX, zone=zone, mx_port=sink.port) as m,
+    ):
+        kept = await relay_kept(m, "Grüße\r\n".encode())
+        built = await m.send(html="<p>Grüße</p>")
+        await m.deliver()
+        record = await m.get(f"/emails/{kept}")
+        assert record["status"] == "bounced"
+        bounce = (await m.get(f"/emails/{kept}/events"))["data"][-1]["data"]["bounce"]
+        assert bounce["type"] == "Permanent"
+        assert bounce["diagnostic"].startswith("554 5.6.3 The message has 8-bit content")
+        # The 7-bit message still goes; nothing 8-bit was handed over.
+        assert (await m.get(f"/emails/{built}"))["status"] == "delivered"
+        assert [r.data.isascii() for r in sink.messages] == [True]
 
 
 # --- the SMTP timeout -------------------------------------------------------------------------
