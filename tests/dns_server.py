@@ -2,9 +2,10 @@
 
 ``ZoneServer`` answers UDP and TCP on one free port of 127.0.0.1. Records are kept by
 (name, type); a name with no records at all answers NXDOMAIN, a name with records of other types
-answers NOERROR with no answer. ``silent = True`` makes it drop every query (timeouts), and
-``servfail = True`` answers SERVFAIL. Long TXT values are split into 255-byte strings, as DNS
-requires and as a provider's DNS console does.
+answers NOERROR with no answer. ``silent = True`` makes it drop every query (timeouts),
+``servfail = True`` answers SERVFAIL, and ``rotate = True`` turns each record set one step per
+answer (round robin, as BIND's default ``rrset-order cyclic`` does). Long TXT values are split
+into 255-byte strings, as DNS requires and as a provider's DNS console does.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _ZoneResolver(BaseResolver):  # type: ignore[misc]
             if not by_type or not any(by_type.values()):
                 reply.header.rcode = RCODE.NXDOMAIN
                 return reply
-            for value in list(by_type.get(qtype, [])):
+            for value in zone.ordered(qname, qtype, list(by_type.get(qtype, []))):
                 reply.add_answer(
                     RR(qname, QTYPE.reverse[qtype], rdata=_rdata(qtype, value), ttl=60)
                 )
@@ -81,6 +82,8 @@ class ZoneServer:
         self.queries: list[tuple[str, str]] = []
         self.silent = False
         self.servfail = False
+        self.rotate = False
+        self._turns: dict[tuple[str, str], int] = defaultdict(int)
         self._udp, self._tcp = _bind_pair(_ZoneResolver(self))
         self.port: int = self._udp.server.server_address[1]
 
@@ -88,6 +91,14 @@ class ZoneServer:
     def nameservers(self) -> tuple[tuple[str, int], ...]:
         """The value for ``Settings(dns_nameservers=...)``."""
         return (("127.0.0.1", self.port),)
+
+    def ordered(self, name: str, rtype: str, values: list[RecordValue]) -> list[RecordValue]:
+        """``values`` in the order of this answer (called with the lock held)."""
+        if not self.rotate or not values:
+            return values
+        turn = self._turns[(name, rtype)] % len(values)
+        self._turns[(name, rtype)] += 1
+        return values[turn:] + values[:turn]
 
     def add(self, name: str, rtype: str, value: RecordValue) -> None:
         with self.lock:

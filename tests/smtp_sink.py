@@ -4,7 +4,9 @@ It answers each recipient by the first matching rule of ``rules`` (local part pr
 e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``), else 250; DATA
 answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps the first
 ``hold_count`` DATA commands waiting until it is set. It may offer STARTTLS, require AUTH,
-or speak implicit TLS, with a self-signed certificate from ``make_certificate``.
+or speak implicit TLS, with a self-signed certificate from ``make_certificate``. ``size_limit``
+is advertised as ``SIZE`` (None: no SIZE); ``eight_bit = False`` makes it a server without
+8BITMIME. ``also`` serves the same sink on more loopback addresses (127.0.0.2, ...), same port.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import datetime
 import ipaddress
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,8 @@ class Received:
     data: bytes
     tls: bool
     authenticated_as: str | None
+    mail_options: list[str] = field(default_factory=list)
+    address: str = ""  # the sink's address the message came in on
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Sink:
     hold_count: int = 1
     connections: int = 0
     credentials: tuple[str, str] | None = None
+    size_limit: int | None = 2**25
+    eight_bit: bool = True
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
@@ -70,6 +76,8 @@ class Sink:
                 content,
                 server.transport.get_extra_info("ssl_object") is not None,
                 login,
+                list(envelope.mail_options),
+                server.transport.get_extra_info("sockname")[0],
             )
         )
         return f"250 2.0.0 Ok: queued as Q{len(self.messages)}"
@@ -144,8 +152,9 @@ async def running_sink(
     tls: ssl.SSLContext | None = None,
     implicit_tls: bool = False,
     require_auth: bool = False,
+    also: Sequence[str] = (),
 ) -> AsyncIterator[Sink]:
-    """Serve ``sink`` on a free port of 127.0.0.1 for the duration of the block."""
+    """Serve ``sink`` on a free port of 127.0.0.1 (and of ``also``) for the block."""
     sink = sink or Sink()
 
     def protocol() -> SMTP:
@@ -160,15 +169,39 @@ async def running_sink(
             # implicit TLS the line is encrypted anyway, and the test checks who logged in.
             auth_required=require_auth and not implicit_tls,
             auth_require_tls=not implicit_tls,
+            data_size_limit=sink.size_limit,
+            # aiosmtpd offers 8BITMIME unless it decodes DATA as text (and then refuses BODY=).
+            decode_data=not sink.eight_bit,
         )
 
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(protocol, "127.0.0.1", 0, ssl=tls if implicit_tls else None)
-    sink.port = server.sockets[0].getsockname()[1]
+    servers = await _serve(protocol, ["127.0.0.1", *also], tls if implicit_tls else None)
+    sink.port = servers[0].sockets[0].getsockname()[1]
     try:
         yield sink
     finally:
-        server.close()
+        for server in servers:
+            server.close()
         if sink.hold is not None:
             sink.hold.set()
-        await server.wait_closed()
+        for server in servers:
+            await server.wait_closed()
+
+
+async def _serve(
+    protocol: Any, hosts: list[str], tls: ssl.SSLContext | None
+) -> list[asyncio.Server]:
+    """One server per host, all on the same free port (retried if a later host has it taken)."""
+    loop = asyncio.get_running_loop()
+    for _ in range(20):
+        first = await loop.create_server(protocol, hosts[0], 0, ssl=tls)
+        port = first.sockets[0].getsockname()[1]
+        servers = [first]
+        try:
+            for host in hosts[1:]:
+                servers.append(await loop.create_server(protocol, host, port, ssl=tls))
+        except OSError:
+            for server in servers:
+                server.close()
+            continue
+        return servers
+    raise RuntimeError(f"no port free on all of {hosts}")

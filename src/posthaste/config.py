@@ -5,10 +5,11 @@ Every setting comes from a ``POSTHASTE_<KEY>`` variable or from the TOML file na
 An empty value counts as unset. An invalid value stops the process with a one-line
 ``ConfigError`` naming where the value came from and what is expected.
 
-TOML may also give regions their own delivery, MX host and SPF include::
+TOML may also give regions their own delivery, SMTP timeout, MX host and SPF include::
 
     [regions.eu-west-1]
     delivery = "smtp://user:pass@relay.eu.example.com:587"
+    smtp_timeout = "2m"
     mx_host = "mx.eu.example.com"
 
 Because ``regions`` is then a table, a TOML file that also lists the region names writes
@@ -55,7 +56,7 @@ _REGION_NAME = re.compile(r"[a-z0-9-]+")
 _HOST_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOSTNAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
 _S3_URL = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^?#]*))?")
-_REGION_TABLE_KEYS = ("delivery", "mx_host", "spf_include")
+_REGION_TABLE_KEYS = ("delivery", "smtp_timeout", "mx_host", "spf_include")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class Settings:
     tls_key: Path | None = None
     delivery: DeliveryTarget = field(default_factory=lambda: DeliveryTarget(kind="capture"))
     region_delivery: Mapping[str, DeliveryTarget] = field(default_factory=dict, hash=False)
+    smtp_timeout: float = 30.0
+    region_smtp_timeout: Mapping[str, float] = field(default_factory=dict, hash=False)
     dns_nameservers: tuple[tuple[str, int], ...] = ()
     regions: tuple[str, ...] = ("us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1")
     mx_host: str = "mx.posthaste.localhost"
@@ -128,7 +131,7 @@ class Settings:
         if not self.public_url:
             url = default_public_url(self.http_host, self.http_port)
             object.__setattr__(self, "public_url", url)
-        for name in ("region_delivery", "region_mx_host", "region_spf_include"):
+        for name in _REGION_MAPPINGS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     @classmethod
@@ -172,6 +175,10 @@ class Settings:
         """The delivery target of ``region``: its own when TOML gave one, else the global one."""
         return self.region_delivery.get(region, self.delivery)
 
+    def smtp_timeout_for(self, region: str) -> float:
+        """Seconds to wait for each step of an outbound SMTP session of ``region``."""
+        return self.region_smtp_timeout.get(region, self.smtp_timeout)
+
     def mx_host_for(self, region: str) -> str:
         """The MX host published for domains of ``region``."""
         return self.region_mx_host.get(region, self.mx_host)
@@ -181,7 +188,12 @@ class Settings:
         return self.region_spf_include.get(region, self.spf_include)
 
 
-_REGION_MAPPINGS = frozenset({"region_delivery", "region_mx_host", "region_spf_include"})
+_REGION_MAPPINGS = (
+    "region_delivery",
+    "region_smtp_timeout",
+    "region_mx_host",
+    "region_spf_include",
+)
 SETTING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(Settings) if f.name not in _REGION_MAPPINGS
 )
@@ -373,6 +385,8 @@ def _build_settings(sources: _Sources, region_tables: list[_RegionTable]) -> Set
         tls_key=tls_key,
         delivery=get("delivery", DeliveryTarget.parse, base.delivery),
         region_delivery=overrides.delivery,
+        smtp_timeout=get("smtp_timeout", _parse_positive_duration, base.smtp_timeout),
+        region_smtp_timeout=overrides.smtp_timeout,
         dns_nameservers=get("dns_nameservers", _parse_nameservers, ()),
         regions=regions,
         mx_host=get("mx_host", _parse_hostname, base.mx_host),
@@ -420,6 +434,7 @@ def _resolve_secret_key(sources: _Sources, database_url: str, data_dir: Path) ->
 @dataclass(frozen=True)
 class _RegionOverrides:
     delivery: dict[str, DeliveryTarget]
+    smtp_timeout: dict[str, float]
     mx_host: dict[str, str]
     spf_include: dict[str, str]
 
@@ -428,7 +443,7 @@ class _RegionOverrides:
         cls, tables: list[_RegionTable], regions: tuple[str, ...], regions_label: str
     ) -> _RegionOverrides:
         """Validate ``[regions.<name>]`` tables: known regions and keys, valid values."""
-        overrides = cls(delivery={}, mx_host={}, spf_include={})
+        overrides = cls(delivery={}, smtp_timeout={}, mx_host={}, spf_include={})
         for table in tables:
             if table.name not in regions:
                 listed = ", ".join(regions)
@@ -448,6 +463,9 @@ class _RegionOverrides:
         delivery = sources.get("delivery", DeliveryTarget.parse, None)
         if delivery is not None:
             self.delivery[table.name] = delivery
+        timeout = sources.get("smtp_timeout", _parse_positive_duration, None)
+        if timeout is not None:
+            self.smtp_timeout[table.name] = timeout
         for key, mapping in (("mx_host", self.mx_host), ("spf_include", self.spf_include)):
             host = sources.get(key, _parse_hostname, "")
             if host:

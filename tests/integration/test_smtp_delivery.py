@@ -338,7 +338,9 @@ async def test_smtputf8_recipient_goes_with_smtputf8(settings: Settings, zone: Z
         await m.deliver()
         assert (await m.get(f"/emails/{email_id}"))["status"] == "sent"
         [attempt] = (await m.get(f"/emails/{email_id}/attempts"))["data"]
-        assert any(line.get("command", "").endswith(" SMTPUTF8") for line in attempt["transcript"])
+        # The UTF-8 address is raw 8-bit in the To header: BODY=8BITMIME goes with SMTPUTF8.
+        sent = [line.get("command", "") for line in attempt["transcript"]]
+        assert any(c.endswith(" BODY=8BITMIME SMTPUTF8") for c in sent)
         assert sink.messages[0].recipients == ["jösé@example.com"]
 
 

@@ -58,6 +58,8 @@ def test_load_defaults(tmp_path: Path) -> None:
     assert (settings.tls_cert, settings.tls_key) == (None, None)
     assert settings.delivery == DeliveryTarget(kind="capture")
     assert settings.region_delivery == {}
+    assert settings.smtp_timeout == 30.0
+    assert settings.region_smtp_timeout == {}
     assert settings.dns_nameservers == ()
     assert settings.regions == ("us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1")
     assert settings.default_region == "us-east-1"
@@ -140,6 +142,8 @@ def test_every_setting_key_has_a_variable() -> None:
     assert "http_port" in SETTING_KEYS
     assert "secret_key" in SETTING_KEYS
     assert "region_delivery" not in SETTING_KEYS
+    assert "smtp_timeout" in SETTING_KEYS
+    assert "region_smtp_timeout" not in SETTING_KEYS
 
 
 # --- every variable parsed --------------------------------------------------------------------
@@ -161,6 +165,9 @@ def test_every_setting_key_has_a_variable() -> None:
         ("SMTP_INBOUND_PORT", "25", "smtp_inbound_port", 25),
         ("DELIVERY", "mx", "delivery", DeliveryTarget(kind="mx")),
         ("DELIVERY", " capture ", "delivery", DeliveryTarget(kind="capture")),
+        ("SMTP_TIMEOUT", "500ms", "smtp_timeout", 0.5),
+        ("SMTP_TIMEOUT", "5m", "smtp_timeout", 300.0),
+        ("SMTP_TIMEOUT", "45", "smtp_timeout", 45.0),
         ("DNS_NAMESERVERS", "127.0.0.1:5353", "dns_nameservers", (("127.0.0.1", 5353),)),
         ("MX_HOST", "MX.Example.COM.", "mx_host", "mx.example.com"),
         ("SPF_INCLUDE", "_spf.example.com", "spf_include", "_spf.example.com"),
@@ -292,6 +299,8 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("DELIVERY", "smtp://relay?tls=maybe", "expected ?tls=starttls|implicit|none"),
         ("DELIVERY", "smtp://relay?verify=no", "expected ?tls=starttls|implicit|none"),
         ("DELIVERY", "smtp://user@relay", "expected both user and password"),
+        ("SMTP_TIMEOUT", "0s", "expected a duration above zero"),
+        ("SMTP_TIMEOUT", "forever", "expected a duration such as"),
         ("DNS_NAMESERVERS", "dns.google", "expected IP[:port] entries"),
         ("DNS_NAMESERVERS", "1.1.1.1:0", "expected IP[:port] entries"),
         ("DNS_NAMESERVERS", "1.1.1.1:x", "expected IP[:port] entries"),
@@ -598,6 +607,31 @@ def test_toml_region_table_unknown_key_and_bad_value(tmp_path: Path) -> None:
     bad = write_toml(tmp_path, '[regions.eu-west-1]\ndelivery = "carrier-pigeon"\n')
     assert config_error(tmp_path, CONFIG=str(bad)).startswith(
         f"regions.eu-west-1.delivery in {bad}: expected capture, mx or smtp://"
+    )
+
+
+def test_toml_region_tables_set_their_own_smtp_timeout(tmp_path: Path) -> None:
+    path = write_toml(
+        tmp_path,
+        """
+        smtp_timeout = "45s"
+        [regions.eu-west-1]
+        smtp_timeout = "2m"
+        [regions.sa-east-1]
+        smtp_timeout = 10
+        """,
+    )
+    settings = load(tmp_path, CONFIG=str(path))
+    assert settings.smtp_timeout_for("eu-west-1") == 120.0
+    assert settings.smtp_timeout_for("sa-east-1") == 10.0
+    assert settings.smtp_timeout_for("us-east-1") == 45.0
+    # The environment sets the global value; a region's own value still wins for that region.
+    settings = load(tmp_path, CONFIG=str(path), SMTP_TIMEOUT="5s")
+    assert settings.smtp_timeout_for("us-east-1") == 5.0
+    assert settings.smtp_timeout_for("eu-west-1") == 120.0
+    bad = write_toml(tmp_path, '[regions.eu-west-1]\nsmtp_timeout = "0ms"\n')
+    assert config_error(tmp_path, CONFIG=str(bad)) == (
+        f"regions.eu-west-1.smtp_timeout in {bad}: expected a duration above zero, got '0ms'"
     )
 
 

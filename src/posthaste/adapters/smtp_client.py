@@ -4,7 +4,10 @@ Every command and reply goes into a ``Transcript`` (with milliseconds since the 
 so each delivery attempt can be shown later; the message body and AUTH credentials never are.
 aiosmtplib's exceptions are translated here: a connection that cannot be used is
 ``SmtpUnavailable`` (refused, timed out, dropped, a refusing greeting, TLS required but not
-offered), and a transaction answers one ``RecipientReply`` per recipient.
+offered), and a transaction answers one ``RecipientReply`` per recipient. The server's EHLO says
+whether it can take a message at all (SMTPUTF8, SIZE, 8BITMIME; else every recipient gets the
+permanent reason, nothing is sent) and which MAIL FROM parameters to give (``SIZE=``,
+``BODY=8BITMIME``, ``SMTPUTF8``).
 
 ``ConnectionPool`` keeps idle connections per destination for reuse and caps how many are open
 to one destination at a time.
@@ -85,6 +88,11 @@ class Connection:
     transactions: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
+    @property
+    def encrypted(self) -> bool:
+        """TLS is up (implicit, or after STARTTLS)."""
+        return self.client.get_transport_info("ssl_object") is not None
+
 
 TlsContextFactory = Callable[[bool], ssl.SSLContext]
 
@@ -104,6 +112,8 @@ def default_tls_context(verify: bool) -> ssl.SSLContext:
 @dataclass(frozen=True)
 class ClientOptions:
     local_hostname: str
+    # Seconds for each step (connecting, each command's reply, the reply to the data): the
+    # region's POSTHASTE_SMTP_TIMEOUT. A whole session may take several times as long.
     timeout: float = 30.0
     tls_context: TlsContextFactory = default_tls_context
 
@@ -184,13 +194,13 @@ async def deliver(
     """
     client = conn.client
     conn.transactions += 1
-    smtputf8 = envelope.smtputf8
-    if smtputf8 and not client.supports_extension("smtputf8"):
-        transcript.note("the message needs SMTPUTF8, which the server does not offer")
-        text = "5.6.7 The recipient's server does not support SMTPUTF8"
-        return [RecipientReply(r, 550, text, final) for r in envelope.recipients]
+    eight_bit = not raw.isascii()
+    refusal = _cannot_take(client, envelope, raw, eight_bit, transcript)
+    if refusal is not None:
+        return [RecipientReply(r, *refusal, final) for r in envelope.recipients]
     try:
-        refused = await _mail_from(client, envelope, transcript, smtputf8)
+        options = _mail_options(client, envelope, len(raw), eight_bit)
+        refused = await _mail_from(client, envelope, transcript, options)
         if refused is not None:
             return [RecipientReply(r, refused[0], refused[1], final) for r in envelope.recipients]
         answers = await _rcpt_each(client, envelope.recipients, transcript)
@@ -213,11 +223,55 @@ async def deliver(
     ]
 
 
-async def _mail_from(
-    client: aiosmtplib.SMTP, envelope: Envelope, transcript: Transcript, smtputf8: bool
+def _cannot_take(
+    client: aiosmtplib.SMTP, envelope: Envelope, raw: bytes, eight_bit: bool, transcript: Transcript
 ) -> tuple[int, str] | None:
-    options = ["SMTPUTF8"] if smtputf8 else []
-    transcript.command(f"MAIL FROM:<{envelope.mail_from}>{' SMTPUTF8' if smtputf8 else ''}")
+    """Why the server cannot take this message as it is, from its EHLO; None when it can.
+
+    Each is permanent for the message: it would be refused the same way on every retry."""
+    if envelope.smtputf8 and not client.supports_extension("smtputf8"):
+        transcript.note("the message needs SMTPUTF8, which the server does not offer")
+        return 550, "5.6.7 The recipient's server does not support SMTPUTF8"
+    limit = size_limit(client.esmtp_extensions)
+    if limit is not None and len(raw) > limit:
+        transcript.note(
+            f"the message has {len(raw)} bytes, the server takes at most {limit} (SIZE)"
+        )
+        return 552, (
+            f"5.3.4 Message too big: {len(raw)} bytes, "
+            f"the recipient's server accepts at most {limit}"
+        )
+    if eight_bit and not client.supports_extension("8bitmime"):
+        # RFC 6152: convert to 7-bit or do not send. Converting after DKIM signing would
+        # break the signature, so the message is refused here (docs/delivery.md).
+        transcript.note("the message has 8-bit content, the server does not offer 8BITMIME")
+        return 554, "5.6.3 The message has 8-bit content and the recipient's server lacks 8BITMIME"
+    return None
+
+
+def size_limit(extensions: dict[str, str]) -> int | None:
+    """The fixed maximum of ``SIZE <n>`` (RFC 1870); None when absent, unstated or 0 (no limit)."""
+    value = extensions.get("size", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _mail_options(
+    client: aiosmtplib.SMTP, envelope: Envelope, size: int, eight_bit: bool
+) -> list[str]:
+    """``SIZE=`` when offered, ``BODY=8BITMIME`` for 8-bit content, ``SMTPUTF8`` when needed."""
+    options = [f"SIZE={size}"] if client.supports_extension("size") else []
+    if eight_bit:  # ``_cannot_take`` has checked that the server offers 8BITMIME
+        options.append("BODY=8BITMIME")
+    if envelope.smtputf8:
+        options.append("SMTPUTF8")
+    return options
+
+
+async def _mail_from(
+    client: aiosmtplib.SMTP, envelope: Envelope, transcript: Transcript, options: list[str]
+) -> tuple[int, str] | None:
+    smtputf8 = "SMTPUTF8" in options
+    transcript.command(" ".join([f"MAIL FROM:<{envelope.mail_from}>", *options]))
     try:
         reply = await client.mail(
             envelope.mail_from, options=options, encoding="utf-8" if smtputf8 else "ascii"
@@ -273,7 +327,10 @@ def provider_message_id(reply_text: str) -> str:
 
 
 class ConnectionPool:
-    """Idle connections per destination, and a cap on connections open to each at once."""
+    """Idle connections per destination, and a cap on connections open to each at once.
+
+    A destination is a ``(host name, port)`` key: an MX host with several addresses shares one
+    cap and one set of idle connections."""
 
     def __init__(self, per_destination: int = 8) -> None:
         self.per_destination = per_destination

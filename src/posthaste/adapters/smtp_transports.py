@@ -1,16 +1,19 @@
 """The SMTP transports: one smarthost (``smtp://``), or each recipient domain's MX (``mx``).
 
-Both speak through ``smtp_client`` and keep a pool of connections per destination. A server
-that cannot be reached, times out or drops the line is a temporary failure (a 4xx reply here),
-so the recipient is deferred and retried on the schedule.
+Both speak through ``smtp_client`` and keep a pool of connections per destination: the host
+name and port, whatever address it was dialled at, so that the concurrency cap counts per MX
+host and not per A/AAAA record. A server that cannot be reached, times out or drops the line
+is a temporary failure (a 4xx reply here), so the recipient is deferred and retried on the
+schedule.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 
-from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
+from posthaste.adapters.dns import DnsTemporaryFailure, MxHost, Resolver
 from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply, SessionLog
 from posthaste.adapters.smtp_client import (
     ClientOptions,
@@ -36,9 +39,12 @@ async def send_through(
     final: bool,
 ) -> list[RecipientReply]:
     """One transaction to ``dest``, on an idle pooled connection when one is still alive."""
-    key = (dest.address or dest.host, dest.port)
+    key = (dest.host, dest.port)
     async with pool.slot(key):
         conn = pool.take_idle(key)
+        if conn is not None and dest.tls_required and not conn.encrypted:
+            conn.client.close()  # opened for mail that did not need TLS, and it has none
+            conn = None
         if conn is not None:
             transcript.note(f"reusing the connection to {dest.host}:{dest.port}")
             try:
@@ -107,12 +113,19 @@ class MxTransport:
     name = "mx"
 
     def __init__(
-        self, resolver: Resolver, options: ClientOptions, pool: ConnectionPool, port: int = 25
+        self,
+        resolver: Resolver,
+        options: ClientOptions,
+        pool: ConnectionPool,
+        port: int = 25,
+        *,
+        rng: random.Random | None = None,
     ) -> None:
         self.resolver = resolver
         self.options = options
         self.pool = pool
         self.port = port
+        self.rng = rng or random.Random()
 
     async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
         by_domain: dict[str, list[str]] = {}
@@ -161,7 +174,7 @@ class MxTransport:
             raise SmtpUnavailable(556, f"5.1.10 The recipient domain {domain} accepts no mail")
         shown = ", ".join(f"{r.preference} {r.host}" for r in records) or "none, using A/AAAA"
         transcript.note(f"MX {domain}: {shown}")
-        return [record.host for record in records] or [domain]
+        return by_preference(records, self.rng) or [domain]
 
     async def _try_hosts(
         self, hosts: list[str], envelope: Envelope, raw: bytes, transcript: Transcript
@@ -198,3 +211,17 @@ class MxTransport:
         if not found:
             transcript.note(f"{host} has no A/AAAA record")
         return found
+
+
+def by_preference(records: Sequence[MxHost], rng: random.Random) -> list[str]:
+    """MX hosts best preference first, those of equal preference in random order: RFC 5321
+    §5.1 asks senders to spread their load among them."""
+    groups: dict[int, list[str]] = {}
+    for record in records:
+        groups.setdefault(record.preference, []).append(record.host)
+    hosts: list[str] = []
+    for preference in sorted(groups):
+        group = groups[preference]
+        rng.shuffle(group)
+        hosts.extend(group)
+    return hosts

@@ -93,7 +93,11 @@ def build_transports(
     resolver = Resolver(settings.dns_nameservers)
     by_region: dict[str, Transport] = {}
     for region in settings.regions:
-        options = ClientOptions(settings.mx_host_for(region), tls_context=tls_context)
+        options = ClientOptions(
+            settings.mx_host_for(region),
+            timeout=settings.smtp_timeout_for(region),
+            tls_context=tls_context,
+        )
         target = settings.delivery_for(region)
         by_region[region] = _transport_for(target, capture, options, pool, resolver, mx_port)
     return TransportRegistry(by_region, capture, pool)
