@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosmtplib
+import uvloop
 from sqlalchemy import func, select
 from tests.dkim_keys import StaticSigningKeys, make_key
 from tests.senders import AnySender
@@ -235,16 +236,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", type=int, default=8, help="baseline SMTP connections")
     parser.add_argument("--baseline-messages", type=int, default=8_000)
     args = parser.parse_args(argv)
+    run = uvloop.run  # every process on uvloop, as ``posthaste serve`` runs
     if args.role == "sink":
-        asyncio.run(run_sink(args.port))
+        run(run_sink(args.port))
     elif args.role == "worker":
-        asyncio.run(run_worker(args.database_url, args.data_dir, args.sink_port, args.batch))
+        run(run_worker(args.database_url, args.data_dir, args.sink_port, args.batch))
     else:
         with (
             tempfile.TemporaryDirectory(prefix="posthaste-bench-") as workdir,
             prepared("postgres", Path(workdir)) as backend,
         ):
-            asyncio.run(measure(args, backend))
+            run(measure(args, backend))
 
 
 if __name__ == "__main__":
