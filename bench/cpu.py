@@ -9,6 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import text
+
+from posthaste.storage.database import Database
+
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PROC = Path("/proc")
 
@@ -113,3 +117,15 @@ async def during(pids: Mapping[str, Sequence[int]], start: float, end: float) ->
     before = snapshot(pids)
     await asyncio.sleep(max(0.0, end - time.perf_counter()))
     return usage(before, snapshot(pids))
+
+
+async def database_backends_seconds(db: Database, before: Mapping[int, float]) -> float:
+    """CPU seconds the bench database's own backends used since ``before`` (pid -> seconds;
+    a backend not in it counts from its start). PostgreSQL only (0 on SQLite): the statements'
+    cost without other databases, the WAL writer or the checkpointer."""
+    if not db.is_postgres:
+        return 0.0
+    query = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+    async with db.read() as tx:
+        pids = [int(pid) for pid in (await tx.conn.execute(query)).scalars()]
+    return sum(process_seconds(pid) - before.get(pid, 0.0) for pid in pids)

@@ -34,7 +34,7 @@ from sqlalchemy import func, select
 from tests.dkim_keys import StaticSigningKeys, make_key
 from tests.senders import AnySender
 
-from bench import payload
+from bench import cpu, payload
 from bench.server import PROJECT_ROOT, SECRET_KEY, Backend, free_port, prepared
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
@@ -154,12 +154,17 @@ def _sample_message() -> bytes:
     return (headers + html * 4 + "\r\n").encode()
 
 
-async def pipeline(services: Services, count: int, acceptors: int) -> dict[str, float]:
-    """Accept ``count`` emails while the workers deliver; seconds until the last is ``sent``."""
+async def pipeline(
+    services: Services, count: int, acceptors: int, pids: dict[str, list[int]]
+) -> dict[str, Any]:
+    """Accept ``count`` emails while the workers deliver; seconds until the last is ``sent``,
+    and the CPU milliseconds per email of each kind of process meanwhile."""
     team = await services.teams.create_team("bench", 0, 0)
     key = await services.teams.create_key(team.id, "bench", KeyMode.LIVE)
     principal = await services.teams.authenticate(key.token)
     bodies = [payload.email(i) for i in range(BATCH)]
+    before = cpu.snapshot(pids)
+    backends_before = {pid: cpu.process_seconds(pid) for pid in cpu.postgres_pids()}
     started = time.perf_counter()
 
     async def acceptor(batches: int) -> None:
@@ -180,7 +185,13 @@ async def pipeline(services: Services, count: int, acceptors: int) -> dict[str, 
         if sent >= total:
             break
     elapsed = time.perf_counter() - started
-    return {"emails": total, "seconds": elapsed, "accept_seconds": accepted_at}
+    after = cpu.snapshot(pids)
+    own = await cpu.database_backends_seconds(services.db, backends_before)
+    cpu_ms = {
+        label: 1000 * (after.processes[label] - before.processes[label]) / total
+        for label in (*pids, "postgres")
+    } | {"bench database backends": 1000 * own / total}
+    return {"emails": total, "seconds": elapsed, "accept_seconds": accepted_at, "cpu_ms": cpu_ms}
 
 
 async def measure(args: argparse.Namespace, backend: Backend) -> None:
@@ -198,7 +209,12 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
             for _ in range(args.workers)
         ]
         try:
-            result = await pipeline(services, args.emails, args.acceptors)
+            pids = {
+                "workers": [worker.pid for worker in workers],
+                "sink": [sink.pid],
+                "acceptor": [os.getpid()],
+            }
+            result = await pipeline(services, args.emails, args.acceptors, pids)
         finally:
             for worker in workers:
                 _stop(worker)
@@ -208,7 +224,7 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
     report(args, result, base)
 
 
-def report(args: argparse.Namespace, result: dict[str, float], base: float) -> None:
+def report(args: argparse.Namespace, result: dict[str, Any], base: float) -> None:
     rate = result["emails"] / result["seconds"]
     accept_rate = result["emails"] / result["accept_seconds"]
     print(f"\n{result['emails']:,} emails, {args.workers} worker process(es), PostgreSQL\n")
@@ -217,6 +233,9 @@ def report(args: argparse.Namespace, result: dict[str, float], base: float) -> N
     print(f"| accept → sent (DKIM-signed, smtp:// to the sink) | {rate:,.0f} |")
     print(f"| acceptance alone, while delivering (accept_batch of {BATCH}) | {accept_rate:,.0f} |")
     print(f"| baseline: bare aiosmtplib loop to the same sink | {base:,.0f} |")
+    shares = " / ".join(f"{label} {ms:.2f}" for label, ms in result["cpu_ms"].items())
+    print(f"\nCPU ms per email during the pipeline: {shares}")
+    print("(postgres: every postgres process on the box, other databases included)")
 
 
 def main(argv: list[str] | None = None) -> None:

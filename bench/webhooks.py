@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from bench import cpu, server
 from posthaste.bootstrap import Services, build_services, migrate
@@ -182,17 +182,6 @@ async def _delivered(services: Services) -> int:
         return int((await tx.conn.execute(query)).scalar_one())
 
 
-async def _own_backends_seconds(services: Services, before: dict[int, float]) -> float:
-    """CPU seconds the bench database's own backends used since ``before`` (PostgreSQL only):
-    the statements' cost without other sessions, WAL writer or checkpointer."""
-    if not services.db.is_postgres:
-        return 0.0
-    query = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-    async with services.db.read() as tx:
-        pids = [int(pid) for pid in (await tx.conn.execute(query)).scalars()]
-    return sum(cpu.process_seconds(pid) - before.get(pid, 0.0) for pid in pids)
-
-
 async def measure(
     settings: Settings, receiver_url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -219,7 +208,7 @@ async def measure(
                 await asyncio.sleep(0.25)
             elapsed = time.perf_counter() - started
             after = cpu.snapshot(pids)
-            own = await _own_backends_seconds(services, backends_before)
+            own = await cpu.database_backends_seconds(services.db, backends_before)
     finally:
         await services.close()
     return {

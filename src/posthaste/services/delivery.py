@@ -85,11 +85,18 @@ class _Writes:
     """What a transaction of the batch will write, gathered first, written a table at a time."""
 
     events: list[StatusEvent] = field(default_factory=list)
+    # Bookkeeping columns per email ({email id: {column: value}}), written in the same UPDATE
+    # as its status: one row version per email per step.
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     done: list[Job] = field(default_factory=list)
     later: list[tuple[Job, int]] = field(default_factory=list)
 
+    def set(self, column: str, values: dict[str, Any]) -> None:
+        for email_id, value in values.items():
+            self.fields.setdefault(email_id, {})[column] = value
+
     async def flush(self, tx: Tx, now: int) -> None:
-        await repo.record_events(tx, self.events, now)
+        await repo.record_events(tx, self.events, now, self.fields)
         await jobs_repo.finish_many(tx, self.done)
         await jobs_repo.retry_many(tx, self.later)
 
@@ -174,8 +181,7 @@ class DeliveryService:
                 attempt = self._start_one(writes, job, email, outcomes.get(job.ref, {}), now)
                 if attempt is not None:
                     attempts.append(attempt)
-            numbers = {a.email.id: a.number for a in attempts}
-            await repo.set_delivery_fields_many(tx, "attempts", numbers)
+            writes.set("attempts", {a.email.id: a.number for a in attempts})
             await writes.flush(tx, now)
         return attempts
 
@@ -292,7 +298,7 @@ class DeliveryService:
             writes.done.extend(s.attempt.job for s in sent if s not in live)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
             raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
-            await repo.store_raws(tx, raws, now)
+            writes.set("raw_blob_id", await repo.store_raws(tx, raws, now))
             rows: list[DeliveryAttempt] = []
             outcomes: list[tuple[str, str, str]] = []
             provider_ids: dict[str, str | None] = {}
@@ -309,7 +315,7 @@ class DeliveryService:
                 self._schedule(writes, item.attempt, plan.deferred, now)
             await attempts_repo.insert_attempts(tx, rows)
             await repo.set_recipient_outcomes(tx, outcomes)
-            await repo.set_delivery_fields_many(tx, "provider_message_id", provider_ids)
+            writes.set("provider_message_id", provider_ids)
             await writes.flush(tx, now)
 
     def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -370,12 +370,18 @@ class StatusEvent:
 
 
 async def record_events(
-    tx: Tx, items: Sequence[StatusEvent], now: int
+    tx: Tx,
+    items: Sequence[StatusEvent],
+    now: int,
+    fields: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[tuple[EmailStatus, Event]]:
     """``record_event`` for many events at once (several may name the same email, in order).
 
-    Each move is checked against the status machine from the status the previous item left;
-    one UPDATE per kind of row change and one events INSERT. Raises ``InvalidTransition`` and
+    Each move is checked against the status machine from the status the previous item left.
+    ``fields`` ({email id: {column: value}}, worker bookkeeping such as ``attempts`` or
+    ``raw_blob_id``, never ``status``) go into the same UPDATE as the email's new status: every
+    email row is written once (each row version costs an entry in every index of ``emails``).
+    One UPDATE per shape of row change and one events INSERT. Raises ``InvalidTransition`` and
     writes nothing when any move is not allowed.
     """
     current: dict[str, EmailStatus] = {}
@@ -389,12 +395,32 @@ async def record_events(
         event = Event(new_id(), email.team_id, item.event_type, email.id, now, item.data)
         results.append((new_status, event))
         values: dict[str, Any] = final.setdefault(email.id, {})
-        values.update(_id=email.id, _status=new_status.value, _last=item.event_type)
+        values.update(status=new_status.value, last_event=item.event_type)
         if item.event_type == "email.sent":
-            values["_sent"] = now
-    await _write_statuses(tx, list(final.values()))
+            values["sent_at"] = now
+    for email_id, extra in (fields or {}).items():
+        if "status" in extra:
+            raise ValueError("status changes only through events")
+        final.setdefault(email_id, {}).update(extra)
+    await _write_rows(tx, final)
     await events_repo.insert_events(tx, [event for _, event in results])
     return results
+
+
+async def _write_rows(tx: Tx, rows: Mapping[str, Mapping[str, Any]]) -> None:
+    """{email id: {column: value}}: one executemany UPDATE per set of columns."""
+    shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for email_id, values in rows.items():
+        if values:
+            params = {f"v_{column}": value for column, value in values.items()}
+            shapes.setdefault(tuple(sorted(values)), []).append({"_id": email_id, **params})
+    for columns, params_list in shapes.items():
+        query = (
+            update(emails)
+            .where(emails.c.id == bindparam("_id"))
+            .values({column: bindparam(f"v_{column}") for column in columns})
+        )
+        await tx.conn.execute(query, params_list)
 
 
 def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | None) -> EmailStatus:
@@ -403,18 +429,6 @@ def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | No
     if status is current or can_move(current, status):
         return status
     raise InvalidTransition(current, event_type)
-
-
-async def _write_statuses(tx: Tx, rows: list[dict[str, Any]]) -> None:
-    by_id = emails.c.id == bindparam("_id")
-    plain = [r for r in rows if "_sent" not in r]
-    sent = [r for r in rows if "_sent" in r]
-    values: dict[str, Any] = {"status": bindparam("_status"), "last_event": bindparam("_last")}
-    if plain:
-        await tx.conn.execute(update(emails).where(by_id).values(**values), plain)
-    if sent:
-        query = update(emails).where(by_id).values(**values, sent_at=bindparam("_sent"))
-        await tx.conn.execute(query, sent)
 
 
 async def get_emails_any_team(
@@ -454,25 +468,17 @@ async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -
     await tx.conn.execute(query, params)
 
 
-async def set_delivery_fields_many(tx: Tx, column: str, values: dict[str, Any]) -> None:
-    """One worker bookkeeping column (never ``status``) for many emails: {email id: value}."""
-    assert column != "status"
-    if not values:
-        return
-    query = update(emails).where(emails.c.id == bindparam("_id")).values({column: bindparam("_v")})
-    await tx.conn.execute(query, [{"_id": k, "_v": v} for k, v in values.items()])
-
-
-async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> None:
-    """Keep the exact bytes sent of many emails (``store_raw`` in two statements)."""
+async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> dict[str, str]:
+    """Keep the exact bytes sent of many emails in one statement; {email id: blob id}, for the
+    caller to write as ``raw_blob_id`` with the email's next update (``record_events``)."""
     if not items:
-        return
+        return {}
     rows = [(email, new_id(), raw) for email, raw in items]
     await tx.conn.execute(
         blobs.insert(),
         [{"id": b, "team_id": e.team_id, "data": raw, "created_at": now} for e, b, raw in rows],
     )
-    await set_delivery_fields_many(tx, "raw_blob_id", {e.id: b for e, b, _ in rows})
+    return {e.id: b for e, b, _ in rows}
 
 
 async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[AttachmentInfo]]:
