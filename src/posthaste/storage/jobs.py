@@ -1,8 +1,9 @@
 """The job queue in the database.
 
 A job is due when ``available_at <= now``. Claiming pushes ``available_at`` out by the lease
-and bumps ``attempts``; finishing deletes the row. If the worker dies, the job falls due again
-when its lease runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
+and bumps ``attempts``; finishing deletes the row. While a worker runs a job its heartbeat keeps
+extending the lease (``extend_many``); if the worker dies, the job falls due again when its lease
+runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
 number of workers claim side by side without ever handing one job to two of them; on SQLite the
 claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` doubles as a
 fencing token: a worker whose lease was taken over cannot finish or reschedule the new claim.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, tuple_, update
 
 from posthaste.core.models import Job
 from posthaste.storage.database import JOBS_CHANNEL, Tx
@@ -137,3 +138,25 @@ async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
     params = [{"_id": j.id, "_attempts": j.attempts, "_at": at} for j, at in held]
     await tx.conn.execute(query, params)
     tx.notify(CHANNEL)
+
+
+async def extend_many(tx: Tx, held: Sequence[Job], worker: str, until: int) -> int:
+    """Push the leases of jobs ``worker`` still holds out to ``until`` (its heartbeat).
+
+    One statement, fenced by ``attempts`` like ``finish_many``, and by ``locked_by``: a job
+    released meanwhile (``retry_at`` clears it) keeps its new time. A row another transaction
+    has locked (finishing or releasing it) is skipped, never waited for: no deadlock with it.
+    Returns how many leases were extended."""
+    if not held:
+        return 0
+    mine = (
+        select(jobs.c.id)
+        .where(
+            tuple_(jobs.c.id, jobs.c.attempts).in_([(j.id, j.attempts) for j in held]),
+            jobs.c.locked_by == worker,
+        )
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    query = update(jobs).where(jobs.c.id.in_(mine)).values(available_at=until)
+    return int((await tx.conn.execute(query)).rowcount)
