@@ -318,6 +318,7 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
         _add(rows, "emails", [emails_repo.email_row(email, request.from_.lookup_key)])
         _add(rows, "email_recipients", emails_repo.recipient_rows(email, request.recipients()))
         _add(rows, "email_tags", emails_repo.tag_rows(email))
+        _add(rows, "email_subjects", [emails_repo.subject_row(email)])
         blob_rows, info_rows = emails_repo.attachment_rows(
             email,
             [

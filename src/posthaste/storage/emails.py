@@ -18,6 +18,7 @@ from posthaste.storage.tables import (
     attachments,
     blobs,
     email_recipients,
+    email_subjects,
     email_tags,
     emails,
     events,
@@ -131,6 +132,10 @@ def recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[
     ]
 
 
+def subject_row(email: Email) -> dict[str, Any]:
+    return {"email_id": email.id, "team_id": email.team_id, "subject": email.subject}
+
+
 def tag_rows(email: Email) -> list[dict[str, Any]]:
     return [
         {
@@ -178,7 +183,7 @@ def attachment_rows(
 
 async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Insert prepared rows of several emails at once, parents first (one statement per table)."""
-    for table in (emails, email_recipients, email_tags, blobs, attachments):
+    for table in (emails, email_recipients, email_tags, email_subjects, blobs, attachments):
         table_rows = rows.get(table.name)
         if table_rows:
             await tx.conn.execute(table.insert(), table_rows)
@@ -217,7 +222,13 @@ def _email_filters(team_id: str, flt: EmailFilter) -> list[ColumnElement[bool]]:
         conditions.append(emails.c.from_lookup == flt.from_)
     if flt.subject:
         pattern = f"%{_escape_like(flt.subject.lower())}%"
-        conditions.append(func.lower(emails.c.subject).like(pattern, escape="\\"))
+        # EXISTS, not IN: SQLite then probes the row's subject by primary key while walking
+        # the emails newest-first; PostgreSQL may instead start from the trigram index.
+        s = email_subjects
+        matching = select(s.c.email_id).where(
+            s.c.email_id == emails.c.id, func.lower(s.c.subject).like(pattern, escape="\\")
+        )
+        conditions.append(matching.exists())
     return conditions
 
 

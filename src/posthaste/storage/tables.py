@@ -143,6 +143,17 @@ email_tags = Table(
     Index("ix_email_tags_lookup", "team_id", "key", "value", "created_at", "email_id"),
 )
 
+# The subject filter's own table (insert-only): its trigram GIN index (PostgreSQL, migration
+# 0007) lives here rather than on ``emails``, whose rows are rewritten at every status change;
+# each new row version would otherwise add all of the subject's trigrams to the index again.
+email_subjects = Table(
+    "email_subjects",
+    metadata,
+    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), primary_key=True),
+    Column("team_id", ID, nullable=False),
+    Column("subject", Text, nullable=False),
+)
+
 attachments = Table(
     "attachments",
     metadata,
