@@ -180,7 +180,11 @@ async def pipeline(
             await accepting
             accepted_at = time.perf_counter() - started
         async with services.db.read() as tx:
-            query = select(func.count()).select_from(emails).where(emails.c.status == "sent")
+            query = (  # by the team's status index: the poll costs next to nothing
+                select(func.count())
+                .select_from(emails)
+                .where(emails.c.team_id == team.id, emails.c.status == "sent")
+            )
             sent = int((await tx.conn.execute(query)).scalar() or 0)
         if sent >= total:
             break

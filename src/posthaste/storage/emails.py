@@ -13,6 +13,7 @@ from posthaste.core.ids import new_id
 from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
 from posthaste.storage import events as events_repo
+from posthaste.storage._dialect import among
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import (
     attachments,
@@ -448,7 +449,8 @@ async def get_emails_any_team(
     """For workers: the emails of a batch of jobs, locked in id order (no deadlocks)."""
     if not email_ids:
         return {}
-    query = select(emails).where(emails.c.id.in_(sorted(set(email_ids)))).order_by(emails.c.id)
+    ids = sorted(set(email_ids))
+    query = select(emails).where(among(tx, emails.c.id, ids)).order_by(emails.c.id)
     if for_update:
         query = query.with_for_update()
     return {row.id: _email(row) for row in await tx.conn.execute(query)}
@@ -459,7 +461,7 @@ async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str,
     if not email_ids:
         return found
     r = email_recipients
-    query = select(r.c.email_id, r.c.address, r.c.outcome).where(r.c.email_id.in_(email_ids))
+    query = select(r.c.email_id, r.c.address, r.c.outcome).where(among(tx, r.c.email_id, email_ids))
     for row in await tx.conn.execute(query):
         found[row.email_id][row.address] = row.outcome
     return found
@@ -499,7 +501,7 @@ async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[Att
         return found
     query = (
         select(attachments)
-        .where(attachments.c.email_id.in_(email_ids))
+        .where(among(tx, attachments.c.email_id, email_ids))
         .order_by(attachments.c.email_id, attachments.c.position)
     )
     for r in await tx.conn.execute(query):
@@ -514,5 +516,5 @@ async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[Att
 async def read_blobs(tx: Tx, blob_ids: Sequence[str]) -> dict[str, bytes]:
     if not blob_ids:
         return {}
-    query = select(blobs.c.id, blobs.c.data).where(blobs.c.id.in_(blob_ids))
+    query = select(blobs.c.id, blobs.c.data).where(among(tx, blobs.c.id, blob_ids))
     return {row.id: bytes(row.data) for row in await tx.conn.execute(query)}

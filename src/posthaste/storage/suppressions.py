@@ -9,7 +9,7 @@ from sqlalchemy import delete, select, tuple_
 
 from posthaste.core.cursors import Position
 from posthaste.core.models import Suppression
-from posthaste.storage._dialect import insert_for
+from posthaste.storage._dialect import among, insert_for
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import suppressions
 
@@ -60,7 +60,7 @@ async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[st
     if not addresses:
         return []
     query = select(suppressions.c.email).where(
-        suppressions.c.team_id == team_id, suppressions.c.email.in_(list(addresses))
+        suppressions.c.team_id == team_id, among(tx, suppressions.c.email, addresses)
     )
     return [r.email for r in await tx.conn.execute(query)]
 

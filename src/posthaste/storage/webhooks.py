@@ -13,9 +13,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy import (
-    ARRAY,
-    String,
-    any_,
     bindparam,
     delete,
     func,
@@ -25,6 +22,7 @@ from sqlalchemy import (
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
+from posthaste.storage._dialect import among
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Database, Tx
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
 
@@ -154,19 +152,11 @@ async def get_target(tx: Tx, team_id: str, webhook_id: str) -> Target | None:
 
 async def targets(tx: Tx, webhook_ids: Collection[str]) -> dict[str, Target]:
     """The endpoints of claimed deliveries, locked against deletion until the caller commits."""
-    query = select(webhooks).where(_among(tx, webhooks.c.id, webhook_ids))
+    query = select(webhooks).where(among(tx, webhooks.c.id, webhook_ids))
     return {row.id: _target(row) for row in await tx.conn.execute(query)}
 
 
 # --- fan-out --------------------------------------------------------------------------------
-
-
-def _among(tx: Tx, column: Any, values: Collection[str]) -> Any:
-    """``column IN values``; on PostgreSQL ``= ANY(array)``: one statement text whatever the
-    count, so the prepared statement (and its plan) is reused by every claim."""
-    if tx.conn.dialect.name == "postgresql":
-        return column == any_(bindparam(f"{column.name}_any", list(values), type_=ARRAY(String)))
-    return column.in_(list(values))
 
 
 async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
@@ -455,7 +445,7 @@ async def claim(
             update(webhook_deliveries)
             .where(
                 webhook_deliveries.c.webhook_id == webhook_id,
-                _among(tx, webhook_deliveries.c.event_id, event_ids),
+                among(tx, webhook_deliveries.c.event_id, event_ids),
             )
             .values(due_at=now + lease_ms, claims=webhook_deliveries.c.claims + 1)
             .returning(*_CLAIMED)
@@ -495,7 +485,7 @@ def _within_room(
 
 
 async def envelopes(tx: Tx, event_ids: Collection[str]) -> dict[str, Event]:
-    query = select(events).where(_among(tx, events.c.id, event_ids))
+    query = select(events).where(among(tx, events.c.id, event_ids))
     return {
         r.id: Event(r.id, r.team_id, r.type, r.email_id, r.created_at, r.data)
         for r in await tx.conn.execute(query)
