@@ -463,3 +463,18 @@ async def test_relay_processes_on_one_machine_share_the_ports(
             assert code == 250 and reply.startswith("OK "), reply
     finally:
         await second.close()
+
+
+async def test_a_malformed_path_is_a_syntax_error_not_a_crash(relay: Relay, tenant: Tenant) -> None:
+    def talk() -> list[tuple[int, bytes]]:
+        with _session(relay, implicit=False) as client:
+            client.login("posthaste", tenant.test)
+            client.ehlo()
+            broken = client.docmd("MAIL FROM:<")  # the stdlib's parser raises IndexError
+            ok = client.mail("bounce@acme.test")
+            return [broken, ok]
+
+    (broken_code, broken_text), (ok_code, _) = await asyncio.to_thread(talk)
+    assert broken_code == 553, broken_text
+    assert b"malformed address" in broken_text and b"IndexError" not in broken_text
+    assert ok_code == 250  # the session goes on

@@ -35,7 +35,11 @@ def paths(draw: st.DrawFn) -> str:
 
 @given(st.one_of(paths(), NASTY, NASTY.map(lambda s: f"<{s}>")))
 def test_the_fast_path_agrees_with_aiosmtpd(session: RelaySMTP, arg: str) -> None:
-    assert session._getaddr(arg) == SMTP._getaddr(session, arg)
+    try:
+        expected = SMTP._getaddr(session, arg)
+    except (IndexError, ValueError):  # the stdlib's parser fails on some input, e.g. "<"
+        expected = (None, None)
+    assert session._getaddr(arg) == expected
 
 
 def test_plain_paths_and_their_parameters(session: RelaySMTP) -> None:
@@ -44,6 +48,7 @@ def test_plain_paths_and_their_parameters(session: RelaySMTP) -> None:
         session, '<"quoted local"@example.com>'
     )
     assert session._getaddr("<>") == SMTP._getaddr(session, "<>")
+    assert session._getaddr("<") == (None, None)  # aiosmtpd itself raises IndexError here
     long_path = f"<{'x' * 65}@example.com>"
     assert session._getaddr(long_path) == SMTP._getaddr(session, long_path)
     session.local_part_limit = 64

@@ -76,11 +76,19 @@ class RelaySMTP(SMTP):
         if match is None or (
             self.local_part_limit and match.end(1) - match.start(1) > self.local_part_limit
         ):
-            return super()._getaddr(arg)
+            return self._parsed_path(arg)
         rest = arg[match.end() :].lstrip(" \t")  # the path's trailing white space is its own
         if rest.startswith("("):  # a comment: the parser's business
-            return super()._getaddr(arg)
+            return self._parsed_path(arg)
         return match.group(1) + "@" + match.group(2), rest
+
+    def _parsed_path(self, arg: str) -> tuple[str | None, str | None]:
+        """aiosmtpd's parsing; a path the stdlib's parser trips over (``MAIL FROM:<`` raises
+        IndexError there) is a malformed address, not a 500 with a Python error in it."""
+        try:
+            return super()._getaddr(arg)
+        except (IndexError, ValueError):
+            return None, None
 
     def connection_lost(self, error: Exception | None) -> None:
         self.open_sessions.discard(self)
