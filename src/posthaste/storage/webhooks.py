@@ -151,7 +151,8 @@ async def get_target(tx: Tx, team_id: str, webhook_id: str) -> Target | None:
 
 
 async def targets(tx: Tx, webhook_ids: Collection[str]) -> dict[str, Target]:
-    """The endpoints of claimed deliveries, locked against deletion until the caller commits."""
+    """The endpoints of claimed deliveries (SQLite's claim: its single writer keeps them from
+    being deleted until the claim commits)."""
     query = select(webhooks).where(among(tx, webhooks.c.id, webhook_ids))
     return {row.id: _target(row) for row in await tx.conn.execute(query)}
 
