@@ -18,8 +18,9 @@ from posthaste.bootstrap import Services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
+from posthaste.storage import webhooks as webhooks_repo
 from posthaste.storage.events import insert_events
-from posthaste.storage.tables import webhook_deliveries
+from posthaste.storage.tables import webhook_deliveries, webhooks
 from posthaste.workers.webhooks import WebhookDispatcher
 from tests.conftest import Tenant
 from tests.helpers import email_body
@@ -366,3 +367,36 @@ async def test_deleting_an_endpoint_mid_delivery_loses_nothing_elsewhere(
         )
         assert left.all() == []
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []  # every write succeeded
+
+
+async def test_a_failed_pause_does_not_hold_back_the_rest_of_the_claim(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    receiver: Receiver,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with running_receiver() as other:
+        live = await _create(client, tenant, receiver.url)
+        gone = await _create(client, tenant, other.url)
+        await _send(client, tenant)  # one pending delivery each; no dispatcher runs yet
+        # Disabled behind the service's back: its delivery stays due, so the next claim takes
+        # it together with the live one and must pause it.
+        async with services.db.transaction() as tx:
+            await tx.conn.execute(
+                webhooks.update().where(webhooks.c.id == gone["id"]).values(enabled=False)
+            )
+
+        async def broken_pause(*_: object) -> None:
+            raise RuntimeError("the database refused the pause")
+
+        monkeypatch.setattr(webhooks_repo, "pause", broken_pause)
+        running = services.make_webhook_dispatcher(per_endpoint=4)
+        task = asyncio.create_task(running.run())
+        try:
+            await eventually(lambda: len(receiver.requests) == 1, what="the live endpoint")
+            await _settled(client, tenant, live["id"], 1)
+        finally:
+            running.stop()
+            await asyncio.wait_for(task, 10)
+        assert other.requests == []

@@ -144,8 +144,12 @@ class WebhookDispatcher:
         )
         work, idle = self._prepare(claims, now)
         if idle:  # a disabled or deleted endpoint, or an event no longer there
-            async with self.db.transaction() as tx:
-                await repo.pause(tx, idle)
+            try:
+                async with self.db.transaction() as tx:
+                    await repo.pause(tx, idle)
+            except Exception:
+                # The claim is committed: post what it took; these fall due after the lease.
+                log.exception("pausing %d webhook deliveries failed", len(idle))
         return work, len(idle)
 
     def _prepare(
