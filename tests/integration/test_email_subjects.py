@@ -13,6 +13,7 @@ from alembic import command
 from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
 from posthaste.storage.migrate import alembic_config
 from posthaste.storage.tables import email_subjects, emails, teams
@@ -20,18 +21,14 @@ from tests.conftest import PG_ADMIN_DSN, _pg_admin
 
 
 @pytest.fixture
-async def fresh_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
-    """An empty database of the backend, migrated by the test itself."""
-    if backend == "sqlite":
+async def fresh_url(settings: Settings, tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of the backend, migrated by the test itself. (``settings`` applies
+    conftest's rule first: no PostgreSQL is a skip, and a failure under CI.)"""
+    if not settings.database_url.startswith("postgresql"):
         yield f"sqlite+aiosqlite:///{tmp_path / 'migrated.db'}"
         return
     name = f"posthaste_mig_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        await _pg_admin(f'CREATE DATABASE "{name}"')
-    except OSError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required under CI=true and is unreachable: {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    await _pg_admin(f'CREATE DATABASE "{name}"')
     base = PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
     try:
         yield f"{base}/{name}"

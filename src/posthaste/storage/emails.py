@@ -200,15 +200,6 @@ async def get_email(
     return _email(row) if row else None
 
 
-async def get_email_any_team(tx: Tx, email_id: str, *, for_update: bool = False) -> Email | None:
-    """For workers, which act on a job's email whatever its team."""
-    query = select(emails).where(emails.c.id == email_id)
-    if for_update:
-        query = query.with_for_update()
-    row = (await tx.conn.execute(query)).first()
-    return _email(row) if row else None
-
-
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
