@@ -91,7 +91,7 @@ async def _dispatchers(settings: Settings, args: argparse.Namespace) -> AsyncIte
     if args.dispatchers == 1:
         services = build_services(settings)
         await services.db.start_listening()
-        dispatcher = services.make_webhook_dispatcher(per_endpoint=args.per_endpoint)
+        dispatcher = services.make_webhook_dispatcher(**_policy(args))
         tasks: list[asyncio.Task[None]] = []
         args.go = lambda: tasks.append(asyncio.create_task(dispatcher.run()))
         try:
@@ -108,7 +108,7 @@ async def _dispatchers(settings: Settings, args: argparse.Namespace) -> AsyncIte
     go, stop = spawn.Event(), spawn.Event()
     ready = [spawn.Event() for _ in range(args.dispatchers)]
     children = [
-        spawn.Process(target=_dispatch, args=(fields, args.per_endpoint, flag, go, stop))
+        spawn.Process(target=_dispatch, args=(fields, _policy(args), flag, go, stop))
         for flag in ready
     ]
     for child in children:
@@ -131,13 +131,19 @@ async def _dispatchers(settings: Settings, args: argparse.Namespace) -> AsyncIte
 _CHILD_SETTINGS = ("database_url", "data_dir", "secret_key", "webhook_allow_private")
 
 
-def _dispatch(fields: dict[str, Any], per_endpoint: int, ready: Any, go: Any, stop: Any) -> None:
+def _policy(args: argparse.Namespace) -> dict[str, int | float]:
+    return {"per_endpoint": args.per_endpoint, "flush_interval": args.flush_ms / 1000}
+
+
+def _dispatch(
+    fields: dict[str, Any], policy: dict[str, int | float], ready: Any, go: Any, stop: Any
+) -> None:
     """A dispatcher process: built like ``serve``'s, started at ``go``, stopped at ``stop``."""
 
     async def main() -> None:
         services = build_services(Settings(**fields))
         await services.db.start_listening()
-        dispatcher = services.make_webhook_dispatcher(per_endpoint=per_endpoint)
+        dispatcher = services.make_webhook_dispatcher(**policy)
         ready.set()
         while not go.is_set():  # noqa: ASYNC110 (a multiprocessing event)
             await asyncio.sleep(0.005)
@@ -232,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--endpoints", type=int, default=1)
     parser.add_argument("--per-endpoint", type=int, default=32, help="concurrent requests each")
+    parser.add_argument(
+        "--flush-ms", type=float, default=20, help="the dispatchers' group-commit interval"
+    )
     parser.add_argument(
         "--dispatchers",
         type=int,

@@ -400,3 +400,43 @@ async def test_a_failed_pause_does_not_hold_back_the_rest_of_the_claim(
             running.stop()
             await asyncio.wait_for(task, 10)
         assert other.requests == []
+
+
+async def test_an_attempt_finishing_while_the_dispatcher_stops_is_recorded(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    hold = asyncio.Event()
+    async with running_receiver(hold=hold) as slow:
+        hook = await _create(client, tenant, slow.url)
+        await _send(client, tenant)
+        running = services.make_webhook_dispatcher(per_endpoint=4)
+        task = asyncio.create_task(running.run())
+        await eventually(lambda: slow.in_flight == 1, what="the held request")
+        running.stop()  # the attempt is in flight: stopping waits for it (the drain)
+        await asyncio.sleep(0.2)
+        hold.set()
+        await asyncio.wait_for(task, 10)
+    [event] = await _events(client, tenant, hook["id"])
+    assert event["status"] == "delivered" and event["attempts"] == 1
+
+
+async def test_finished_attempts_are_written_in_groups_and_the_last_at_stop(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver, services: Services
+) -> None:
+    hook = await _create(client, tenant, receiver.url)
+    running = services.make_webhook_dispatcher(per_endpoint=4, flush_interval=60)
+    task = asyncio.create_task(running.run())
+    try:
+        await _send(client, tenant)
+        await _settled(client, tenant, hook["id"], 1)  # the first group is written at once
+        await _send(client, tenant)
+        await eventually(lambda: len(receiver.requests) == 2, what="the second delivery")
+        await asyncio.sleep(0.3)
+        newest = (await _events(client, tenant, hook["id"]))[0]
+        assert newest["status"] == "pending"  # answered, but its group gathers for a minute
+    finally:
+        running.stop()  # ends the gathering: the last group is written now, not in a minute
+        await asyncio.wait_for(task, 5)
+    statuses = [e["status"] for e in await _events(client, tenant, hook["id"])]
+    assert statuses == ["delivered", "delivered"]
+    assert running.flush_rounds == 2

@@ -1,11 +1,13 @@
-"""The webhook dispatcher: claims due deliveries and posts each one as its own task.
+"""The webhook dispatcher: claims due deliveries and posts them, each endpoint in its own lane.
 
 Not the generic job runner, whose batches wait for their slowest job: here every delivery runs
-on its own, each endpoint has at most ``per_endpoint`` requests in flight (a semaphore per
-endpoint) and at most ``CLAIM_ROUNDS`` times that claimed (claims never take more, so a slow or
-dead endpoint's backlog never stands in front of another endpoint's deliveries), and finished
-attempts are written in groups (one transaction for all that finished meanwhile). Woken by the
-database when deliveries fall due (LISTEN/NOTIFY on PostgreSQL).
+on its own. Each endpoint has a lane: its claimed deliveries wait in order and at most
+``per_endpoint`` runners (tasks) post them, each taking the next as soon as its request is
+answered; at most ``CLAIM_ROUNDS`` times that many are claimed (claims never take more, so a slow
+or dead endpoint's backlog never stands in front of another endpoint's deliveries). Finished
+attempts are written in groups (one statement for all that finished meanwhile, at most one group
+per ``flush_interval``). Woken by the database when deliveries fall due (LISTEN/NOTIFY on
+PostgreSQL).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from posthaste.adapters.webhook_http import HttpResult, WebhookClient
 from posthaste.core.crypto import DecryptionError, SecretBox
@@ -48,6 +50,9 @@ class DispatchPolicy:
     capacity: int = 1024
     claim_batch: int = 256
     drain_seconds: float = 5.0  # at stop, how long in-flight attempts may finish
+    # After a group commit, how long the next group gathers before it is written: each commit
+    # costs the database a round trip, a plan and a WAL flush, whatever its size.
+    flush_interval: float = 0.02
 
     @property
     def claimable(self) -> int:
@@ -66,6 +71,14 @@ class _Work:
     keys: tuple[bytes, ...]
 
 
+@dataclass
+class _Lane:
+    """One endpoint's claimed deliveries waiting their turn, and how many runners post them."""
+
+    waiting: deque[_Work] = field(default_factory=deque)
+    runners: int = 0
+
+
 class WebhookDispatcher:
     def __init__(
         self, db: Database, client: WebhookClient, box: SecretBox, policy: DispatchPolicy
@@ -78,19 +91,20 @@ class WebhookDispatcher:
         self.claim_rounds = 0  # claim transactions that took something (for bench/metrics)
         self.flush_rounds = 0  # group-commits of finished attempts
         self._in_flight: Counter[str] = Counter()  # claimed and not yet finished, by endpoint
-        self._slots: dict[str, asyncio.Semaphore] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._held = 0  # claimed and not yet finished, all endpoints
+        self._lanes: dict[str, _Lane] = {}
+        self._tasks: set[asyncio.Task[None]] = set()  # the lanes' runners
         self._finished: list[repo.Outcome] = []
         self._wake = asyncio.Event()
         self._flush_wake = asyncio.Event()
         self._stopping = False
+        self._drained = asyncio.Event()  # every attempt finished or cancelled: the last flush
         self._rng = random.Random()
         db.add_listener(repo.CHANNEL, self._wake.set)
 
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
-        self._flush_wake.set()
 
     async def run(self) -> None:
         """Claim and post until ``stop()``, then let in-flight attempts finish and be written."""
@@ -98,7 +112,7 @@ class WebhookDispatcher:
         try:
             while not self._stopping:
                 self._wake.clear()
-                free = self.policy.capacity - len(self._tasks)
+                free = self.policy.capacity - self._held
                 taken = await self._dispatch_due(free) if free > 0 else 0
                 if taken >= min(free, 16) > 0:
                     continue  # a full claim: more may be waiting
@@ -113,6 +127,7 @@ class WebhookDispatcher:
             for task in pending:
                 task.cancel()  # its delivery falls due again when the lease runs out
         self._stopping = True
+        self._drained.set()
         self._flush_wake.set()
 
     async def _dispatch_due(self, free: int) -> int:
@@ -182,19 +197,30 @@ class WebhookDispatcher:
     def _start(self, work: _Work) -> None:
         webhook_id = work.claimed.webhook_id
         self._in_flight[webhook_id] += 1
-        slots = self._slots.get(webhook_id)
-        if slots is None:
-            slots = self._slots[webhook_id] = asyncio.Semaphore(self.policy.per_endpoint)
-        task = asyncio.create_task(self._attempt(work, slots))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._held += 1
+        lane = self._lanes.get(webhook_id)
+        if lane is None:
+            lane = self._lanes[webhook_id] = _Lane()
+        lane.waiting.append(work)
+        if lane.runners < self.policy.per_endpoint:
+            lane.runners += 1
+            task = asyncio.create_task(self._run(lane))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
-    async def _attempt(self, work: _Work, slots: asyncio.Semaphore) -> None:
+    async def _run(self, lane: _Lane) -> None:
+        """A runner: posts the lane's next delivery until none waits."""
+        try:
+            while lane.waiting:
+                await self._attempt(lane.waiting.popleft())
+        finally:
+            lane.runners -= 1
+
+    async def _attempt(self, work: _Work) -> None:
         claimed = work.claimed
         try:
-            async with slots:
-                started = now_ms()
-                result = await self._post(work, started)
+            started = now_ms()
+            result = await self._post(work, started)
             self._finished.append(self._outcome(claimed, result, started))
             self.attempted += 1
         except Exception:
@@ -205,15 +231,16 @@ class WebhookDispatcher:
 
     def _release(self, webhook_id: str) -> None:
         """One fewer held for the endpoint; wake the claimer when claiming more is worth it."""
+        self._held -= 1
         left = self._in_flight[webhook_id] - 1
         self._in_flight[webhook_id] = left
         if left <= 0:
             del self._in_flight[webhook_id]
-            self._slots.pop(webhook_id, None)
+            self._lanes.pop(webhook_id, None)  # empty: its last runner is returning
         # Claim again once the endpoint's waiting half has drained (not after every attempt),
         # or once half the process's capacity is free.
         half = self.policy.claimable // 2
-        if left in (0, half) or len(self._tasks) == self.policy.capacity // 2:
+        if left in (0, half) or self._held == self.policy.capacity // 2:
             self._wake.set()
 
     async def _post(self, work: _Work, started: int) -> HttpResult:
@@ -249,13 +276,17 @@ class WebhookDispatcher:
         return repo.Outcome(claimed, attempt, DeliveryStatus.PENDING, next_at)
 
     async def _flush_loop(self) -> None:
+        """Write finished attempts in groups until the drain at stop is over, then the last."""
         while True:
             await self._flush_wake.wait()
             self._flush_wake.clear()
             await self._flush()
-            if self._stopping:
+            if self._drained.is_set():
                 await self._flush()  # whatever finished while the last group was written
                 return
+            with contextlib.suppress(TimeoutError):  # let the next group gather
+                async with asyncio.timeout(self.policy.flush_interval):
+                    await self._drained.wait()
 
     async def _flush(self) -> None:
         batch, self._finished = self._finished, []
@@ -271,7 +302,7 @@ class WebhookDispatcher:
     async def _sleep(self, *, idle: bool) -> None:
         """Until woken, or until the next delivery falls due (not of saturated endpoints)."""
         timeout: float = self.policy.idle_check
-        if len(self._tasks) < self.policy.capacity:
+        if self._held < self.policy.capacity:
             due = await self._next_due()
             if due is not None:
                 timeout = min(timeout, max(0.0, (due - now_ms()) / 1000))
