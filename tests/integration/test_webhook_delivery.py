@@ -440,3 +440,32 @@ async def test_finished_attempts_are_written_in_groups_and_the_last_at_stop(
     statuses = [e["status"] for e in await _events(client, tenant, hook["id"])]
     assert statuses == ["delivered", "delivered"]
     assert running.flush_rounds == 2
+
+
+async def test_next_due_tells_what_is_due_now_and_when_the_next_falls_due(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    await _create(client, tenant, "http://127.0.0.1:9/hook")
+    now = now_ms()
+    async with services.db.read() as tx:
+        assert await webhooks_repo.next_due(tx, now) == webhooks_repo.Due(False, None)
+    items = [Event(new_id(), tenant.team.id, "email.queued", None, now, {}) for _ in range(3)]
+    async with services.db.transaction() as tx:
+        await insert_events(tx, items)  # three deliveries, due now
+    async with services.db.read() as tx:
+        assert await webhooks_repo.next_due(tx, now_ms()) == webhooks_repo.Due(True, None)
+    later = now + 60_000
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(
+            webhook_deliveries.update()
+            .where(webhook_deliveries.c.event_id.in_([items[0].id, items[1].id]))
+            .values(due_at=later + 1)
+        )
+        await tx.conn.execute(
+            webhook_deliveries.update()
+            .where(webhook_deliveries.c.event_id == items[2].id)
+            .values(due_at=later)
+        )
+    async with services.db.read() as tx:
+        assert await webhooks_repo.next_due(tx, now_ms()) == webhooks_repo.Due(False, later)
+        assert await webhooks_repo.next_due(tx, later) == webhooks_repo.Due(True, later + 1)

@@ -634,12 +634,20 @@ def _state_params(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-async def next_due_at(tx: Tx, excluded: Collection[str]) -> int | None:
-    """When the earliest delivery (not of ``excluded`` endpoints) becomes claimable."""
-    query = select(func.min(webhook_deliveries.c.due_at)).where(
-        webhook_deliveries.c.due_at.is_not(None)  # lets the partial index serve it
-    )
-    if excluded:
-        query = query.where(webhook_deliveries.c.webhook_id.not_in(list(excluded)))
-    due = (await tx.conn.execute(query)).scalar()
-    return None if due is None else int(due)
+@dataclass(frozen=True)
+class Due:
+    now: bool  # some delivery is due (claimable, or held back: a saturated endpoint's, or locked)
+    later: int | None  # when the next delivery after ``now`` falls due
+
+
+async def next_due(tx: Tx, now: int) -> Due:
+    """Whether a delivery is due at ``now``, and when the next one falls due after it.
+
+    Two probes of the due index, whatever the backlog: a saturated endpoint's backlog is not
+    excluded row by row (that walked all of it on every call).
+    """
+    due_at = webhook_deliveries.c.due_at
+    first = select(func.min(due_at)).where(due_at.is_not(None)).scalar_subquery()
+    later = select(func.min(due_at)).where(due_at > now).scalar_subquery()
+    row = (await tx.conn.execute(select(first, later))).one()
+    return Due(row[0] is not None and int(row[0]) <= now, None if row[1] is None else int(row[1]))

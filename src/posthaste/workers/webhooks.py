@@ -116,7 +116,7 @@ class WebhookDispatcher:
                 taken = await self._dispatch_due(free) if free > 0 else 0
                 if taken >= min(free, 16) > 0:
                     continue  # a full claim: more may be waiting
-                await self._sleep(idle=taken == 0)
+                await self._sleep()
         finally:
             await self._drain()
             await flusher
@@ -299,25 +299,29 @@ class WebhookDispatcher:
             # The deliveries stay leased and fall due again when the lease runs out.
             log.exception("recording %d webhook attempts failed", len(batch))
 
-    async def _sleep(self, *, idle: bool) -> None:
-        """Until woken, or until the next delivery falls due (not of saturated endpoints)."""
+    async def _sleep(self) -> None:
+        """Until woken, or until the next delivery falls due."""
         timeout: float = self.policy.idle_check
         if self._held < self.policy.capacity:
-            due = await self._next_due()
-            if due is not None:
-                timeout = min(timeout, max(0.0, (due - now_ms()) / 1000))
-        if timeout <= 0:
-            if not idle:
-                return
-            timeout = 0.05  # due now yet not claimable (locked by another dispatcher)
+            now = now_ms()
+            due = await self._next_due(now)
+            if due.now and not self._saturated():
+                # Due, yet this claim did not get it: another dispatcher's claim holds it.
+                timeout = 0.05
+            elif due.later is not None:
+                timeout = min(timeout, (due.later - now) / 1000)
+        # A saturated endpoint's deliveries due now are claimed when its lane drains (the
+        # wake in ``_release``), not on a timer.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _next_due(self) -> int | None:
-        full = [w for w, count in self._in_flight.items() if count >= self.policy.claimable]
+    def _saturated(self) -> bool:
+        return any(count >= self.policy.claimable for count in self._in_flight.values())
+
+    async def _next_due(self, now: int) -> repo.Due:
         try:
             async with self.db.read() as tx:
-                return await repo.next_due_at(tx, full)
+                return await repo.next_due(tx, now)
         except Exception:
             log.exception("reading the next due webhook delivery failed")
-            return None
+            return repo.Due(False, None)
