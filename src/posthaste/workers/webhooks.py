@@ -53,14 +53,13 @@ class DispatchPolicy:
     # After a group commit, how long the next group gathers before it is written: each commit
     # costs the database a round trip, a plan and a WAL flush, whatever its size.
     flush_interval: float = 0.02
+    idle_check: float = 30.0  # with nothing due, how often to look again anyway
 
     @property
     def claimable(self) -> int:
         """Deliveries of one endpoint held at once: in flight plus three rounds waiting their turn
         (the next claim's transaction then never leaves the endpoint idle)."""
         return CLAIM_ROUNDS * self.per_endpoint
-
-    idle_check: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,6 @@ class WebhookDispatcher:
             _, pending = await asyncio.wait(self._tasks, timeout=self.policy.drain_seconds)
             for task in pending:
                 task.cancel()  # its delivery falls due again when the lease runs out
-        self._stopping = True
         self._drained.set()
         self._flush_wake.set()
 
