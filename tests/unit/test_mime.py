@@ -510,8 +510,18 @@ def test_html_to_text_renders_lists() -> None:
 
 def test_html_to_text_survives_malformed_html() -> None:
     assert html_to_text("<p>unclosed <b>bold <i>text") == "unclosed bold text"
-    assert html_to_text("<div") == "<div"
+    assert html_to_text("Hi <div") == "Hi"  # as in a browser, an unfinished tag is dropped
     assert html_to_text("</p></table>&bogus; &#0;") == "&bogus; \ufffd"
+    assert html_to_text("") == html_to_text(" \r\n ") == ""
+
+
+def test_html_to_text_reads_the_text_as_given_whatever_the_html_declares() -> None:
+    # The html arrives as text (JSON); a charset it names must not make it be decoded again.
+    declared = "<?xml version='1.0' encoding='latin-1'?><meta charset='windows-1252'>"
+    text = "Caf\u00e9 \u2019 \U0001f600"
+
+    assert html_to_text(f"{declared}<p>{text}</p>") == text
+    assert html_to_text("<p>a<!-- note -->b<?php echo 1 ?></p>") == "ab"
 
 
 def test_html_to_text_drops_scripts_styles_and_images() -> None:

@@ -1,18 +1,24 @@
 """Readable plain text from an email's html, for its text/plain alternative (pure: no I/O).
 
-A small converter on the stdlib's ``HTMLParser`` (html2text cost ~0.5 ms an email, more than
-the rest of the build): paragraphs and headings become blank-line separated blocks, links
-stay as ``[text](url)``, lists as ``  * item`` and ``  1. item``, table cells are joined with
-``" | "``, scripts, styles, titles and images are dropped, whitespace collapses as a browser
-collapses it (except in ``<pre>``), entities are decoded. Lines are never wrapped: the transfer
-encoding keeps them short, and wrapping would break URLs.
+A small converter over the tree that lxml's HTML parser (libxml2, whose tokenizer follows
+HTML5 since 2.14) builds: ~0.10 ms for the 1 KB bench email, where the stdlib's ``HTMLParser``
+took 0.29 ms and html2text ~0.5 ms. Parsing is a browser's: an unfinished tag at the end is
+dropped, unknown entities stay as written, comments and processing instructions go.
+Paragraphs and headings become blank-line separated blocks, links stay as ``[text](url)``,
+lists as ``  * item`` and ``  1. item``, table cells are joined with ``" | "``, scripts,
+styles, titles and images are dropped, whitespace collapses as a browser collapses it (except
+in ``<pre>``), entities are decoded. Lines are never wrapped: the transfer encoding keeps them
+short, and wrapping would break URLs.
 """
 
 from __future__ import annotations
 
 import html as html_entities
 import re
-from html.parser import HTMLParser
+import threading
+from collections.abc import Mapping
+
+from lxml import etree
 
 _PARAGRAPH_TAGS = frozenset(
     {"p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "table", "blockquote", "pre", "hr"}
@@ -37,10 +43,39 @@ def html_to_text(html: str) -> str:
 
 
 def _convert(html: str) -> str:
+    # Bytes with the encoding given: a <meta charset> or XML declaration in the html is ignored.
+    root = etree.fromstring(html.encode("utf-8", "replace"), _parser())
     writer = _TextWriter()
-    writer.feed(html)
-    writer.close()
+    if root is None:  # nothing but whitespace
+        return ""
+    for event, element in etree.iterwalk(root, events=("start", "end")):
+        tag = element.tag
+        if event == "start":
+            if isinstance(tag, str):
+                writer.handle_starttag(tag, element.attrib)
+                writer.handle_data(element.text)
+        else:
+            if isinstance(tag, str):
+                writer.handle_endtag(tag)
+            writer.handle_data(element.tail)
     return "".join(writer.out)
+
+
+_local = threading.local()  # an lxml parser serves one thread (big messages build off the loop)
+
+
+def _parser() -> etree.HTMLParser:
+    parser: etree.HTMLParser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = etree.HTMLParser(
+            encoding="utf-8",
+            remove_comments=True,
+            remove_pis=True,
+            no_network=True,
+            collect_ids=False,
+        )
+        _local.parser = parser
+    return parser
 
 
 def _strip_tags(html: str) -> str:
@@ -48,11 +83,10 @@ def _strip_tags(html: str) -> str:
     return " ".join(text.split())
 
 
-class _TextWriter(HTMLParser):
+class _TextWriter:
     """Collects the text; line breaks and spaces are held back until text follows them."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.out: list[str] = []
         self._breaks = 0  # line breaks owed before the next text
         self._space = False  # a space owed before the next text
@@ -63,7 +97,7 @@ class _TextWriter(HTMLParser):
         self._cells = 0  # cells seen in the current table row
         self._link: tuple[str, int] | None = None  # href and where its "[" went
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def handle_starttag(self, tag: str, attrs: Mapping[str, str]) -> None:
         if tag in _DROPPED_TAGS:
             self._dropped += 1
         elif tag == "br":
@@ -74,7 +108,7 @@ class _TextWriter(HTMLParser):
         elif tag in ("td", "th"):
             self._start_cell()
         elif tag == "a":
-            self._start_link(dict(attrs).get("href"))
+            self._start_link(attrs.get("href"))
         else:
             self._start_block(tag, attrs)
 
@@ -96,8 +130,8 @@ class _TextWriter(HTMLParser):
         elif tag in _LINE_TAGS:
             self._block(1)
 
-    def handle_data(self, data: str) -> None:
-        if self._dropped:
+    def handle_data(self, data: str | None) -> None:
+        if not data or self._dropped:
             return
         if self._pre:
             self._write(data.replace("\r\n", "\n"))
@@ -110,7 +144,7 @@ class _TextWriter(HTMLParser):
         self._write(" ".join(words))
         self._space = data[-1].isspace()
 
-    def _start_block(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def _start_block(self, tag: str, attrs: Mapping[str, str]) -> None:
         if tag in ("ul", "ol"):
             self._block(2 if not self._lists else 1)
             self._lists.append(_list_start(attrs) if tag == "ol" else None)
@@ -173,6 +207,6 @@ class _TextWriter(HTMLParser):
         self.out.append(text)
 
 
-def _list_start(attrs: list[tuple[str, str | None]]) -> int:
-    start = dict(attrs).get("start") or "1"
+def _list_start(attrs: Mapping[str, str]) -> int:
+    start = attrs.get("start") or "1"
     return int(start) if start.isdigit() and len(start) < 9 else 1
