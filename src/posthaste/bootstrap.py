@@ -133,7 +133,7 @@ def build_services(
         sending=SendingService(
             db,
             content or TemplateContent(parsed_templates),
-            senders or DomainSenders(settings.default_region),
+            senders or DomainSenders(db, settings.default_region),
         ),
         emails=EmailQueries(db),
         email_changes=EmailChanges(db),

@@ -408,7 +408,10 @@ async def test_an_unusable_key_fails_its_email_and_spares_the_batch(settings: Se
 async def test_connections_per_destination_are_capped_and_reused(zone: ZoneServer) -> None:
     zone.set("example.com", "MX", (10, "mx.example.com"))
     zone.set("mx.example.com", "A", "127.0.0.1")
-    async with running_sink() as sink:
+    # The first two DATA commands wait until both have started, so both connections are open
+    # at once whatever the machine's speed (one fast connection could otherwise take all six).
+    sink = Sink(hold=asyncio.Event(), hold_count=2)
+    async with running_sink(sink):
         pool = ConnectionPool(per_destination=2)
         transport = MxTransport(
             Resolver(zone.nameservers), ClientOptions("mx.test"), pool, sink.port
@@ -417,9 +420,16 @@ async def test_connections_per_destination_are_capped_and_reused(zone: ZoneServe
             Envelope("b@send.acme.test", [f"user{i}@example.com"], f"<{i}@acme.test>")
             for i in range(6)
         ]
-        reports = await asyncio.gather(
+        sending = asyncio.gather(
             *(transport.send(e, b"Subject: x\r\n\r\nbody\r\n") for e in envelopes)
         )
+        for _ in range(500):  # until two sends are in DATA (at most 5 s)
+            if sink.data_started >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sink.hold is not None
+        sink.hold.set()
+        reports = await sending
         assert [r.code for report in reports for r in report.replies] == [250] * 6
         assert len(sink.messages) == 6 and sink.connections == 2
         await pool.close()

@@ -214,15 +214,33 @@ def _unquote_display_name(raw: str) -> str:
 
 def _validate_addr_spec(addr_spec: str, field: str, value: str) -> tuple[str, str]:
     """Check ``local@domain`` and return the local part and the lowercase A-label domain."""
+    checked = _checked_addr_spec(addr_spec)
+    if isinstance(checked, _Refused):
+        raise _invalid(field, value, checked.reason) from checked.cause
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """Why an addr-spec is invalid, whichever field or display name it came with."""
+
+    reason: str
+    cause: Exception | None = None
+
+
+# Keyed on the addr-spec alone: one address arrives in several forms (a relay message's RCPT TO,
+# its ``To`` header, the request built from both) and is validated once.
+@functools.lru_cache(maxsize=4096)
+def _checked_addr_spec(addr_spec: str) -> tuple[str, str] | _Refused:
     if not addr_spec:
-        raise _invalid(field, value, "the address inside '<' and '>' is empty")
+        return _Refused("the address inside '<' and '>' is empty")
     if '"' in addr_spec:
-        raise _invalid(field, value, "quoted local parts are not supported")
+        return _Refused("quoted local parts are not supported")
     at_signs = addr_spec.count("@")
     if at_signs == 0:
-        raise _invalid(field, value, "missing '@'")
+        return _Refused("missing '@'")
     if at_signs > 1:
-        raise _invalid(field, value, "more than one '@'")
+        return _Refused("more than one '@'")
     try:
         checked = validate_email(
             addr_spec,
@@ -233,16 +251,11 @@ def _validate_addr_spec(addr_spec: str, field: str, value: str) -> tuple[str, st
             strict=True,
         )
     except EmailNotValidError as exc:
-        raise _invalid(field, value, _as_reason(str(exc))) from exc
-    return checked.local_part, _to_a_label(checked.domain, field, value)
-
-
-def _to_a_label(domain: str, field: str, value: str) -> str:
-    """The lowercase IDNA A-label form (UTS #46 mapping, as browsers and MTAs apply it)."""
+        return _Refused(_as_reason(str(exc)), exc.with_traceback(None))
     try:
-        return _a_label(domain)
+        return checked.local_part, _a_label(checked.domain)
     except idna.IDNAError as exc:
-        raise _invalid(field, value, f"the domain is not valid IDNA ({exc})") from exc
+        return _Refused(f"the domain is not valid IDNA ({exc})", exc.with_traceback(None))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -199,10 +199,13 @@ class DeliveryService:
         if not waiting or job.attempts > MAX_JOB_CLAIMS:
             _give_up(writes, job, email, waiting)
             return None
+        number = email.attempts + 1
         if email.status is not EmailStatus.SENDING and email.status is not EmailStatus.SENT:
             writes.events.append(StatusEvent(email, "email.sending", email_event_data(email)))
-            email = replace(email, status=EmailStatus.SENDING, last_event="email.sending")
-        number = email.attempts + 1
+            started = replace(
+                email, status=EmailStatus.SENDING, last_event="email.sending", attempts=number
+            )
+            return Attempt(job, started, number, waiting)
         return Attempt(job, replace(email, attempts=number), number, waiting)
 
     # --- step 2 -------------------------------------------------------------------------
@@ -294,8 +297,12 @@ class DeliveryService:
             emails = await repo.get_emails_any_team(tx, ids, for_update=True)
             for attempt, reason in failures:
                 _fail_unsendable(writes, attempt, emails.get(attempt.email.id), reason)
-            live = [s for s in sent if _still_sending(emails.get(s.attempt.email.id))]
-            writes.done.extend(s.attempt.job for s in sent if s not in live)
+            live: list[Sent] = []
+            for item in sent:
+                if _still_sending(emails.get(item.attempt.email.id)):
+                    live.append(item)
+                else:  # finished meanwhile (canceled, failed): nothing more to record
+                    writes.done.append(item.attempt.job)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
             raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
             writes.set("raw_blob_id", await repo.store_raws(tx, raws, now))

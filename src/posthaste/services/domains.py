@@ -25,6 +25,7 @@ from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event, Job, Principal
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.services.senders import DOMAINS_CHANNEL
 from posthaste.storage import domains as repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
@@ -85,6 +86,7 @@ class DomainService:
         domain, encrypted = await self._provision(principal.team_id, name, region, options)
         async with self.db.transaction() as tx:
             await repo.insert_domain(tx, domain, encrypted)
+            tx.notify(DOMAINS_CHANNEL)
             await _record(tx, domain, "domain.created", self.clock())
         return domain
 
@@ -152,6 +154,7 @@ class DomainService:
             )
             if changed != domain:
                 await repo.update_domain(tx, changed)
+                tx.notify(DOMAINS_CHANNEL)
                 await _record(tx, changed, "domain.updated", self.clock())
         return changed
 
@@ -159,6 +162,7 @@ class DomainService:
         async with self.db.transaction() as tx:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             await repo.delete_domain(tx, principal.team_id, domain_id)
+            tx.notify(DOMAINS_CHANNEL)
             await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain_id)
             await _record(tx, domain, "domain.deleted", self.clock())
         provider = self.providers.named(domain.key_provider)
@@ -213,6 +217,7 @@ class DomainService:
             last_checked_at=now,
         )
         await repo.update_domain(tx, checked)
+        tx.notify(DOMAINS_CHANNEL)
         if (checked.status, checked.records) != (domain.status, domain.records):
             await _record(tx, checked, "domain.updated", now)
         await self._schedule(tx, checked, rules.next_check_in(result, now), job, now)
@@ -241,6 +246,7 @@ class DomainService:
             if domain.claim_token is None:
                 domain = replace(domain, claim_token=secrets.token_hex(16))
                 await repo.update_domain(tx, domain)
+                tx.notify(DOMAINS_CHANNEL)
         return _challenge(domain)
 
     async def confirm_claim(self, principal: Principal, domain_id: str) -> Domain:
@@ -254,6 +260,7 @@ class DomainService:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             previous = await repo.claimant_domain(tx, domain.name)
             await repo.set_claim(tx, domain, self.clock())
+            tx.notify(DOMAINS_CHANNEL)
             claimed = await _get(tx, principal.team_id, domain_id)
             if not domain.claimed:
                 await _record(tx, claimed, "domain.updated", self.clock())
@@ -285,6 +292,7 @@ class DomainService:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             if not await repo.release_claim(tx, domain):
                 raise Conflict(f"This team holds no claim on {domain.name!r}.")
+            tx.notify(DOMAINS_CHANNEL)
             released = await _get(tx, principal.team_id, domain_id)
             await _record(tx, released, "domain.updated", self.clock())
         return released

@@ -7,43 +7,73 @@
   confirmed claim owns a name; without a claim, the team that verified it first (and is still
   verified) does. Another owner → ``domain_not_owned``; not verified here → ``domain_not_verified``.
 
-A batch asks about up to 100 senders in one transaction, mostly the same domain: answers are
-cached per transaction (a few queries per distinct domain, never per item).
+Answers are remembered per process for a few seconds (``SENDER_CACHE_SECONDS``): the relay and
+the API ask about the same sender for every message. Every write to domains or claims
+(``services.domains``) notifies ``DOMAINS_CHANNEL`` at commit, which clears every process's
+memory (at once in the committing process, a NOTIFY round trip later in the others on
+PostgreSQL); the expiry bounds what a missed notification costs. An answer read while a change
+was committing is not kept.
 """
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
+import time
 
 from posthaste.core.addresses import Address
 from posthaste.core.domains import Domain
 from posthaste.core.models import Principal
 from posthaste.errors import DomainNotOwned, DomainNotVerified, PosthasteError
 from posthaste.storage import domains as repo
-from posthaste.storage.database import Tx
+from posthaste.storage.database import Database, Tx
 
-_Answer = str | PosthasteError
+DOMAINS_CHANNEL = "posthaste_domains"  # a domain or a claim was added, changed or removed
+SENDER_CACHE_SECONDS = 5.0
+SENDER_CACHE_SIZE = 10_000
+
+# A refusal is kept as its class and message and raised anew each time (a raised exception
+# gathers the traceback of every raise).
+_Answer = str | tuple[type[PosthasteError], str]
+_Key = tuple[str, str, str | None, str]
 
 
 class DomainSenders:
-    def __init__(self, default_region: str) -> None:
+    def __init__(self, db: Database, default_region: str) -> None:
         self.default_region = default_region
-        self._cache: WeakKeyDictionary[Tx, dict[tuple[str, str, str | None, str], _Answer]] = (
-            WeakKeyDictionary()
-        )
+        # (team, key mode, key's domain, sender domain) -> (expiry on the monotonic clock, answer)
+        self._answers: dict[_Key, tuple[float, _Answer]] = {}
+        self._generation = 0  # bumped by every clear: an answer read across one is not kept
+        db.add_listener(DOMAINS_CHANNEL, self.forget)
+
+    def forget(self) -> None:
+        """Drop every remembered answer (a domain or a claim changed somewhere)."""
+        self._answers.clear()
+        self._generation += 1
 
     async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
         """The region to send in, or raise why this key may not send from ``sender``'s domain."""
         key = (principal.team_id, principal.key.mode.value, principal.key.domain_id, sender.domain)
-        answers = self._cache.setdefault(tx, {})
-        if key not in answers:
-            try:
-                answers[key] = await self._decide(tx, principal, sender.domain)
-            except PosthasteError as exc:
-                answers[key] = exc
-        answer = answers[key]
-        if isinstance(answer, PosthasteError):
-            raise answer
+        now = time.monotonic()
+        cached = self._answers.get(key)
+        if cached is not None and cached[0] > now:
+            answer = cached[1]
+        else:
+            answer = await self._answer(tx, principal, key, now)
+        if isinstance(answer, str):
+            return answer
+        error, message = answer
+        raise error(message)
+
+    async def _answer(self, tx: Tx, principal: Principal, key: _Key, now: float) -> _Answer:
+        generation = self._generation
+        answer: _Answer
+        try:
+            answer = await self._decide(tx, principal, key[3])
+        except (DomainNotOwned, DomainNotVerified) as exc:
+            answer = (type(exc), exc.message)
+        if generation == self._generation:
+            if len(self._answers) >= SENDER_CACHE_SIZE:
+                self._answers.clear()
+            self._answers[key] = (now + SENDER_CACHE_SECONDS, answer)
         return answer
 
     async def _decide(self, tx: Tx, principal: Principal, name: str) -> str:
