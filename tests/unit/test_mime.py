@@ -515,6 +515,16 @@ def test_html_to_text_survives_malformed_html() -> None:
     assert html_to_text("") == html_to_text(" \r\n ") == ""
 
 
+def test_html_to_text_keeps_the_text_of_deep_or_huge_html() -> None:
+    # Past libxml2's 2,048 levels of nesting the parser gives up: the tags are stripped instead.
+    deep = "<div>" * 3000 + "deep &amp; down" + "</div>" * 3000 + "<p>after</p>"
+    huge = "a" * 11_000_000  # longer than libxml2's default cap on one text node (10 MB)
+
+    assert html_to_text(deep) == "deep & down after"
+    assert html_to_text("<div>" * 100 + "x</div><p>y</p>") == "x\n\ny"  # the parser again
+    assert html_to_text(huge) == huge
+
+
 def test_html_to_text_reads_the_text_as_given_whatever_the_html_declares() -> None:
     # The html arrives as text (JSON); a charset it names must not make it be decoded again.
     declared = "<?xml version='1.0' encoding='latin-1'?><meta charset='windows-1252'>"

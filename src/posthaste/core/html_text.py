@@ -44,7 +44,11 @@ def html_to_text(html: str) -> str:
 
 def _convert(html: str) -> str:
     # Bytes with the encoding given: a <meta charset> or XML declaration in the html is ignored.
-    root = etree.fromstring(html.encode("utf-8", "replace"), _parser())
+    parser = _parser()
+    root = etree.fromstring(html.encode("utf-8", "replace"), parser)
+    if any(error.level == etree.ErrorLevels.FATAL for error in parser.error_log):
+        # libxml2 stopped (e.g. nesting deeper than 2,048 elements) and kept only a part.
+        raise ValueError(f"the html parser gave up: {parser.error_log.last_error}")
     writer = _TextWriter()
     if root is None:  # nothing but whitespace
         return ""
@@ -73,6 +77,7 @@ def _parser() -> etree.HTMLParser:
             remove_pis=True,
             no_network=True,
             collect_ids=False,
+            huge_tree=True,  # no depth or text-size cap: the request size limit bounds the html
         )
         _local.parser = parser
     return parser
