@@ -18,6 +18,7 @@ was committing is not kept.
 from __future__ import annotations
 
 import time
+from weakref import WeakKeyDictionary
 
 from posthaste.core.addresses import Address
 from posthaste.core.domains import Domain
@@ -42,6 +43,8 @@ class DomainSenders:
         # (team, key mode, key's domain, sender domain) -> (expiry on the monotonic clock, answer)
         self._answers: dict[_Key, tuple[float, _Answer]] = {}
         self._generation = 0  # bumped by every clear: an answer read across one is not kept
+        # And per transaction, whatever the clears: a batch asks once per distinct domain.
+        self._in_tx: WeakKeyDictionary[Tx, dict[_Key, _Answer]] = WeakKeyDictionary()
         db.add_listener(DOMAINS_CHANNEL, self.forget)
 
     def forget(self) -> None:
@@ -57,7 +60,10 @@ class DomainSenders:
         if cached is not None and cached[0] > now:
             answer = cached[1]
         else:
-            answer = await self._answer(tx, principal, key, now)
+            in_tx = self._in_tx.setdefault(tx, {})
+            if key not in in_tx:
+                in_tx[key] = await self._answer(tx, principal, key, now)
+            answer = in_tx[key]
         if isinstance(answer, str):
             return answer
         error, message = answer
