@@ -246,6 +246,29 @@ def test_email_validator_error_is_translated() -> None:
     assert caught.value.message.startswith("Invalid 'cc' address \"a@localhost\": the part")
 
 
+def test_an_addr_spec_checked_once_is_refused_in_each_field_with_its_own_value() -> None:
+    """Addr-specs are validated once whatever they came with; errors still name each use."""
+    reasons = set()
+    for value, field in (
+        ("a@localhost", "to"),
+        ("Jo <a@localhost>", "RCPT TO"),
+        ("a@localhost", "cc"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            parse_address(value, field)
+        prefix = f"Invalid '{field}' address \"{value}\": "
+        assert caught.value.message.startswith(prefix)
+        assert caught.value.__cause__ is not None  # email_validator's own error
+        reasons.add(caught.value.message.removeprefix(prefix))
+    assert len(reasons) == 1
+
+
+def test_a_valid_addr_spec_keeps_each_values_display_name() -> None:
+    assert parse_address("jo@example.com", "to").name is None
+    assert parse_address("Jo <jo@example.com>", "to[0]").name == "Jo"
+    assert parse_address("jo@example.com", "RCPT TO") == Address(None, "jo", "example.com")
+
+
 def test_non_string_value() -> None:
     assert _error(42, "from") == "'from' must be an address string, got number."  # type: ignore[arg-type]
 

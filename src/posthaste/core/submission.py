@@ -29,12 +29,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from email.message import Message
-from email.parser import BytesParser
 from email.utils import format_datetime, getaddresses
 from typing import Any
 
 from posthaste.core.addresses import Address, parse_address
 from posthaste.core.ids import new_id
+from posthaste.core.message_parser import parse_message
 from posthaste.core.mime import make_message_id
 from posthaste.core.send_request import (
     AttachmentInput,
@@ -47,9 +47,9 @@ from posthaste.errors import ValidationError
 CONTROL_PREFIX = b"x-posthaste-"
 _HEADER_NAME = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
 _CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")
-# compat32 reads the structure about 7x faster than the default policy, whose header registry
-# is used only for the headers that need it (addresses, subject, encoded filenames).
-_PARSER = BytesParser(policy=email.policy.compat32)
+# The structure is read with compat32 (``parse_message``), about 7x faster than the default
+# policy, whose header registry is used only for the headers that need it (addresses, subject,
+# encoded filenames).
 _HEADERS = email.policy.default
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
 
@@ -77,7 +77,7 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     """Read a submitted message and its envelope recipients; raises ``ValidationError``."""
     fields, rest = _split_header(raw)
     control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
-    message = _PARSER.parsebytes(raw)
+    message = parse_message(raw)
     sender = _single_from(message)
     bodies = _Bodies.of(message)
     request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)

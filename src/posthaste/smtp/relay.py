@@ -21,10 +21,10 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, AnyStr
+from typing import Any, AnyStr, cast
 
 import orjson
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
 from posthaste.bootstrap import Services
 from posthaste.core.models import Email, Principal
@@ -90,6 +90,33 @@ class RelaySMTP(SMTP):
         except (IndexError, ValueError):
             return None, None
 
+    @syntax("STARTTLS", when="tls_context")
+    async def smtp_STARTTLS(self, arg: str) -> None:
+        """aiosmtpd's STARTTLS, with the event loop's own TLS layer (``loop.start_tls``): on
+        uvloop compiled code, where aiosmtpd wraps the socket in asyncio's pure-Python
+        ``sslproto`` (an eighth of the relay's CPU per message went there)."""
+        if arg:
+            await self.push("501 Syntax: STARTTLS")
+            return
+        if not self.tls_context or self.transport is None:
+            await self.push("454 TLS not available")
+            return
+        await self.push("220 Ready to start TLS")
+        plain = cast(asyncio.WriteTransport, self.transport)
+        try:
+            secured = await self.loop.start_tls(plain, self, self.tls_context, server_side=True)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            # start_tls closed the connection: connection_lost follows.
+            log.info("STARTTLS handshake failed: %s", exc)
+            return
+        if secured is None:
+            return
+        self._original_transport = plain
+        # What aiosmtpd reads of its TLS layer: that there is one, and the session's details.
+        layer = _TlsLayer({name: secured.get_extra_info(name) for name in _TLS_EXTRA})
+        self._tls_protocol = layer  # type: ignore[assignment]  # read as the sslproto it stands for
+        self.connection_made(secured)  # aiosmtpd's STARTTLS branch: a new session, over TLS
+
     def connection_lost(self, error: Exception | None) -> None:
         self.open_sessions.discard(self)
         super().connection_lost(error)
@@ -109,6 +136,16 @@ class RelaySMTP(SMTP):
     def _authenticate(self, mechanism: str, auth_data: Any) -> AuthResult:
         # aiosmtpd checks credentials synchronously; pass them on to the async ``verify``.
         return AuthResult(success=True, handled=False, auth_data=auth_data)
+
+
+_TLS_EXTRA = ("sslcontext", "peercert", "cipher", "compression", "ssl_object")
+
+
+@dataclass(frozen=True)
+class _TlsLayer:
+    """Stands in for aiosmtpd's own TLS protocol object, of which it reads ``_extra``."""
+
+    _extra: dict[str, Any]
 
 
 @dataclass(frozen=True)
