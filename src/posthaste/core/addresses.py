@@ -138,6 +138,8 @@ def _check_length(value: str, field: str) -> None:
 
 def _check_characters(value: str, field: str) -> None:
     """Refuse control characters anywhere: CR/LF in an address is a header-injection attempt."""
+    if value.isascii() and value.isprintable():  # U+0020-U+007E only: nothing to refuse
+        return
     for char in value:
         if _is_forbidden_character(char):
             raise _invalid(field, value, f"it contains {describe_character(char)}")

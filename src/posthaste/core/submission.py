@@ -23,6 +23,7 @@ Decisions:
 from __future__ import annotations
 
 import email.policy
+import functools
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
@@ -83,7 +84,7 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
     message_id, added = _message_id(message, sender)
     if message.get("Date") is None:
-        added.append(f"Date: {format_datetime(now)}\r\n".encode("ascii"))
+        added.append(_date_field(now.replace(microsecond=0)))
     kept = b"".join(f.lines for f in fields if not _removed(f.name))
     check_attachment_budget(bodies.attachments)
     request = replace(
@@ -94,6 +95,13 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
     return Submission(request, key, _fingerprint(raw, recipients))
+
+
+@functools.lru_cache(maxsize=2)
+def _date_field(second: datetime) -> bytes:
+    """The ``Date`` line to add; the same for every message of a second (and formatting it is
+    costlier than reusing it)."""
+    return f"Date: {format_datetime(second)}\r\n".encode("ascii")
 
 
 def _removed(name: bytes) -> bool:
