@@ -13,8 +13,8 @@ from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.addresses import parse_address
 from posthaste.errors import DomainNotVerified
-from posthaste.services.senders import DOMAINS_CHANNEL, DomainSenders
-from posthaste.storage.database import Tx
+from posthaste.services.senders import DomainSenders
+from posthaste.storage.database import DOMAINS_CHANNEL, Tx
 from tests.conftest import Tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import refused_as, verified_domain

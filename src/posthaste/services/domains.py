@@ -25,11 +25,10 @@ from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event, Job, Principal
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
-from posthaste.services.senders import DOMAINS_CHANNEL
 from posthaste.storage import domains as repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage.database import Database, Tx
+from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
 
 CHECK_DOMAIN_JOB = "check_domain"
 CLAIM_PREFIX = "_posthaste-claim"

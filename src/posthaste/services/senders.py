@@ -25,9 +25,8 @@ from posthaste.core.domains import Domain
 from posthaste.core.models import Principal
 from posthaste.errors import DomainNotOwned, DomainNotVerified, PosthasteError
 from posthaste.storage import domains as repo
-from posthaste.storage.database import Database, Tx
+from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
 
-DOMAINS_CHANNEL = "posthaste_domains"  # a domain or a claim was added, changed or removed
 SENDER_CACHE_SECONDS = 5.0
 SENDER_CACHE_SIZE = 10_000
 

@@ -35,8 +35,9 @@ JOBS_CHANNEL = "posthaste_jobs"
 KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
 EVENTS_CHANNEL = "posthaste_events"  # an event was recorded (the live stream)
 WEBHOOKS_CHANNEL = "posthaste_webhooks"  # a webhook delivery fell due (the dispatcher)
+DOMAINS_CHANNEL = "posthaste_domains"  # a domain or a claim was added, changed or removed
 # Every channel a process may need; LISTENed from the start.
-CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
+CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL, DOMAINS_CHANNEL)
 
 
 class Tx:
