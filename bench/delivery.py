@@ -35,7 +35,7 @@ from tests.dkim_keys import StaticSigningKeys, make_key
 from tests.senders import AnySender
 
 from bench import cpu, payload
-from bench.server import PROJECT_ROOT, SECRET_KEY, Backend, free_port, prepared
+from bench.server import SECRET_KEY, Backend, free_port, prepared, pythonpath
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import sign_message
@@ -106,7 +106,7 @@ async def run_worker(database_url: str, data_dir: Path, sink_port: int, batch: i
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     return subprocess.Popen([sys.executable, "-m", "bench.delivery", *args], env=env)
 
 

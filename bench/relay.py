@@ -236,7 +236,7 @@ def sink_server(cert: Path, workdir: Path) -> Iterator[tuple[int, int]]:
     port = server.free_port()
     key = cert.with_name("smtp-tls-key.pem")
     args = [sys.executable, "-m", "bench.relay", "--sink", str(port), str(cert), str(key)]
-    env = {**os.environ, "PYTHONPATH": server._pythonpath()}
+    env = {**os.environ, "PYTHONPATH": server.pythonpath()}
     with _process(args, env, workdir, port, workdir / "sink.log") as pid:
         yield pid, port
 

@@ -92,9 +92,12 @@ class Server:
         return [p.pid for p in self.processes]
 
 
-def _pythonpath() -> str:
-    """The project root first, so ``-m bench.serve_uvloop`` imports from any directory."""
-    return os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+def pythonpath() -> str:
+    """This checkout's ``src`` and root first: ``-m bench.serve_uvloop`` imports from any
+    directory, and a second checkout (a baseline) runs its own code in every process it
+    starts, not the installed one."""
+    own = [str(PROJECT_ROOT / "src"), str(PROJECT_ROOT)]
+    return os.pathsep.join(filter(None, [*own, os.environ.get("PYTHONPATH")]))
 
 
 def server_env(backend: Backend, port: int) -> dict[str, str]:
@@ -104,7 +107,7 @@ def server_env(backend: Backend, port: int) -> dict[str, str]:
         "POSTHASTE_DATA_DIR": str(backend.data_dir),
         "POSTHASTE_HTTP_PORT": str(port),
         "POSTHASTE_LOG_LEVEL": "warning",
-        "PYTHONPATH": _pythonpath(),
+        "PYTHONPATH": pythonpath(),
     }
     if backend.server_database_url:
         env["POSTHASTE_DATABASE_URL"] = backend.server_database_url
