@@ -216,7 +216,8 @@ class DomainService:
             last_checked_at=now,
         )
         await repo.update_domain(tx, checked)
-        tx.notify(DOMAINS_CHANNEL)
+        if checked.verified_at != domain.verified_at:  # what the senders' answers depend on
+            tx.notify(DOMAINS_CHANNEL)
         if (checked.status, checked.records) != (domain.status, domain.records):
             await _record(tx, checked, "domain.updated", now)
         await self._schedule(tx, checked, rules.next_check_in(result, now), job, now)
@@ -245,7 +246,6 @@ class DomainService:
             if domain.claim_token is None:
                 domain = replace(domain, claim_token=secrets.token_hex(16))
                 await repo.update_domain(tx, domain)
-                tx.notify(DOMAINS_CHANNEL)
         return _challenge(domain)
 
     async def confirm_claim(self, principal: Principal, domain_id: str) -> Domain:

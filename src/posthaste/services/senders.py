@@ -8,11 +8,12 @@
   verified) does. Another owner → ``domain_not_owned``; not verified here → ``domain_not_verified``.
 
 Answers are remembered per process for a few seconds (``SENDER_CACHE_SECONDS``): the relay and
-the API ask about the same sender for every message. Every write to domains or claims
-(``services.domains``) notifies ``DOMAINS_CHANNEL`` at commit, which clears every process's
-memory (at once in the committing process, a NOTIFY round trip later in the others on
-PostgreSQL); the expiry bounds what a missed notification costs. An answer read while a change
-was committing is not kept.
+the API ask about the same sender for every message. Every change to domains or claims that an
+answer depends on (``services.domains``: add, update, delete, a check that gains or loses the
+verified state, a claim confirmed or released) notifies ``DOMAINS_CHANNEL`` at commit, which
+clears every process's memory (at once in the committing process, a NOTIFY round trip later in
+the others on PostgreSQL); the expiry bounds what a missed notification costs. An answer read
+while a change was committing is not kept.
 """
 
 from __future__ import annotations
