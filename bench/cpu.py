@@ -79,6 +79,19 @@ def _postgres_seconds() -> float:
     return total
 
 
+def tree_seconds(root: int) -> float:
+    """CPU seconds of a process, its live children and the children it already reaped (a
+    master process whose workers come and go, like Postfix's ``master``)."""
+    fields = _stat_fields(root)
+    if not fields:
+        return 0.0
+    total = sum(int(value) for value in fields[11:15]) / TICK  # utime, stime, cutime, cstime
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (child := _stat_fields(entry.name)) and child[1] == str(root):
+            total += (int(child[11]) + int(child[12])) / TICK
+    return total
+
+
 def _busy_ticks() -> int:
     try:
         first = (PROC / "stat").read_text().splitlines()[0].split()[1:]
@@ -88,12 +101,17 @@ def _busy_ticks() -> int:
     return sum(values) - values[3] - values[4]  # minus idle and iowait
 
 
-def snapshot(pids: Mapping[str, Sequence[int]]) -> CpuSnapshot:
+def snapshot(
+    pids: Mapping[str, Sequence[int]], trees: Mapping[str, int] | None = None
+) -> CpuSnapshot:
+    """CPU so far of each label's processes, and of each label's process tree in ``trees``."""
     processes: dict[str, float] = {}
     for label, group in pids.items():
         times = [_process_times(pid) for pid in group]
         processes[label] = sum(user + system for user, system in times)
         processes[f"{label}_sys"] = sum(system for _, system in times)
+    for label, root in (trees or {}).items():
+        processes[label] = tree_seconds(root)
     processes["postgres"] = _postgres_seconds()
     return CpuSnapshot(time.perf_counter(), _busy_ticks(), processes)
 
@@ -111,12 +129,17 @@ def usage(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
     return result
 
 
-async def during(pids: Mapping[str, Sequence[int]], start: float, end: float) -> dict[str, float]:
+async def during(
+    pids: Mapping[str, Sequence[int]],
+    start: float,
+    end: float,
+    trees: Mapping[str, int] | None = None,
+) -> dict[str, float]:
     """CPU use between two ``time.perf_counter()`` instants (run beside the load)."""
     await asyncio.sleep(max(0.0, start - time.perf_counter()))
-    before = snapshot(pids)
+    before = snapshot(pids, trees)
     await asyncio.sleep(max(0.0, end - time.perf_counter()))
-    return usage(before, snapshot(pids))
+    return usage(before, snapshot(pids, trees))
 
 
 async def database_backends_seconds(db: Database, before: Mapping[int, float]) -> float:

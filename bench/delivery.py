@@ -9,9 +9,14 @@ Three processes share the machine's cores, as in production on one box:
 - this process: accepts the emails through ``SendingService.accept_batch`` (the one send path,
   batches of 100, live key) while the workers deliver, and counts ``sent`` emails.
 
-The baseline, in the same run and against the same sink: a plain aiosmtplib client loop
-sending an already-built, already-signed message over the same number of connections (what
-any SMTP client reaches here with no database, no MIME, no signing).
+Baselines, in the same run and against the same sink:
+
+- a plain aiosmtplib client loop sending an already-built, already-signed message over 8
+  connections (what any SMTP client reaches here with no database, no MIME, no signing);
+- where Postfix is installed (``bench/postfix.py``), the figure the issue quotes: a Postfix of
+  the run's own, relaying to the sink (``relayhost``), loaded with ``--emails`` unsigned
+  messages of the same size over 16 connections; from the first submission until the sink has
+  them all (the sink's ``XCOUNT`` command tells how many it took).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from sqlalchemy import func, select
 from tests.dkim_keys import StaticSigningKeys, make_key
 from tests.senders import AnySender
 
-from bench import cpu, payload
+from bench import cpu, payload, postfix
 from bench.server import SECRET_KEY, Backend, free_port, prepared, pythonpath
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
@@ -62,8 +67,14 @@ async def run_sink(port: int) -> None:
     from aiosmtpd.smtp import SMTP
 
     sink = CountingSink()
+
+    class Sink(SMTP):  # type: ignore[misc]
+        async def smtp_XCOUNT(self, arg: str) -> None:
+            """How many messages the sink has taken: how a baseline knows Postfix is done."""
+            await self.push(f"250 {sink.received}")
+
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SMTP(sink, hostname="sink.bench"), "127.0.0.1", port)
+    server = await loop.create_server(lambda: Sink(sink, hostname="sink.bench"), "127.0.0.1", port)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
@@ -144,6 +155,51 @@ async def baseline(port: int, count: int, connections: int) -> float:
     return (count // connections * connections) / (time.perf_counter() - started)
 
 
+async def sink_count(port: int) -> int:
+    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, start_tls=False)
+    await client.connect()
+    reply = await client.execute_command(b"XCOUNT")
+    await client.quit()
+    return int(reply.message)
+
+
+async def postfix_baseline(
+    sink_port: int, sink_pid: int, count: int, connections: int
+) -> dict[str, float]:
+    """Postfix relaying ``count`` unsigned messages to the sink: messages/s, submission to the
+    sink's last 250, and the CPU ms per message of Postfix's processes and of the sink's."""
+    raw = _sample_message()
+    with postfix.running(free_port(), sink_port) as instance:
+        before = await sink_count(sink_port)
+        cpu_before = instance.cpu_seconds(), cpu.snapshot({"sink": [sink_pid]})
+        started = time.perf_counter()
+
+        async def submit(share: int, connection: int) -> None:
+            client = aiosmtplib.SMTP(hostname="127.0.0.1", port=instance.port, start_tls=False)
+            await client.connect()
+            for index in range(share):
+                rcpt = f"c{connection}-{index}@example.test"
+                await client.sendmail("bounces@send.acme.test", [rcpt], raw)
+            await client.quit()
+
+        share = count // connections
+        await asyncio.gather(*(submit(share, n) for n in range(connections)))
+        submitted = time.perf_counter() - started
+        while True:  # the sink is another process: poll it
+            if await sink_count(sink_port) - before >= share * connections:
+                break
+            await asyncio.sleep(0.1)
+        elapsed = time.perf_counter() - started
+        total = share * connections
+        sink_cpu = cpu.snapshot({"sink": [sink_pid]}).processes["sink"]
+        return {
+            "per_s": total / elapsed,
+            "accept_per_s": total / submitted,
+            "postfix_cpu_ms": 1000 * (instance.cpu_seconds() - cpu_before[0]) / total,
+            "sink_cpu_ms": 1000 * (sink_cpu - cpu_before[1].processes["sink"]) / total,
+        }
+
+
 def _sample_message() -> bytes:
     html = payload.email(1)["html"].replace("><", ">\r\n<")
     headers = (
@@ -204,6 +260,9 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
     try:
         await _wait_for_port(port)
         base = await baseline(port, args.baseline_messages, args.connections)
+        relayed = None
+        if args.postfix and postfix.available():
+            relayed = await postfix_baseline(port, sink.pid, args.emails, 16)
         url = backend.server_database_url
         settings = bench_settings(url, backend.data_dir, port)
         await migrate(settings)
@@ -225,10 +284,15 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
             await services.close()
     finally:
         _stop(sink)
-    report(args, result, base)
+    report(args, result, base, relayed)
 
 
-def report(args: argparse.Namespace, result: dict[str, Any], base: float) -> None:
+def report(
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    base: float,
+    relayed: dict[str, float] | None,
+) -> None:
     rate = result["emails"] / result["seconds"]
     accept_rate = result["emails"] / result["accept_seconds"]
     print(f"\n{result['emails']:,} emails, {args.workers} worker process(es), PostgreSQL\n")
@@ -237,9 +301,21 @@ def report(args: argparse.Namespace, result: dict[str, Any], base: float) -> Non
     print(f"| accept → sent (DKIM-signed, smtp:// to the sink) | {rate:,.0f} |")
     print(f"| acceptance alone, while delivering (accept_batch of {BATCH}) | {accept_rate:,.0f} |")
     print(f"| baseline: bare aiosmtplib loop to the same sink | {base:,.0f} |")
+    if relayed is None:
+        print("| baseline: Postfix relaying unsigned mail to the same sink | not measured |")
+    else:
+        print(
+            "| baseline: Postfix relaying unsigned mail to the same sink | "
+            f"{relayed['per_s']:,.0f} (accepting {relayed['accept_per_s']:,.0f}) |"
+        )
     shares = " / ".join(f"{label} {ms:.2f}" for label, ms in result["cpu_ms"].items())
     print(f"\nCPU ms per email during the pipeline: {shares}")
     print("(postgres: every postgres process on the box, other databases included)")
+    if relayed is not None:
+        print(
+            f"Postfix baseline, CPU ms per email: postfix {relayed['postfix_cpu_ms']:.2f} / "
+            f"sink {relayed['sink_cpu_ms']:.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -258,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--acceptors", type=int, default=2, help="concurrent accept_batch loops")
     parser.add_argument("--connections", type=int, default=8, help="baseline SMTP connections")
     parser.add_argument("--baseline-messages", type=int, default=8_000)
+    parser.add_argument(
+        "--no-postfix", dest="postfix", action="store_false", help="skip the Postfix baseline"
+    )
     args = parser.parse_args(argv)
     run = uvloop.run  # every process on uvloop, as ``posthaste serve`` runs
     if args.role == "sink":

@@ -3,6 +3,11 @@
 For each backend: a real ``posthaste serve --role smtp`` on a fresh database, and a baseline
 process running a bare aiosmtpd server with the same TLS certificate, STARTTLS and AUTH, whose
 DATA handler only answers 250 (what aiosmtpd itself costs, with no parsing and no database).
+Then, where Postfix is installed (``bench/postfix.py``), the figure the issue quotes: a Postfix
+of the run's own with the same certificate, STARTTLS and AUTH PLAIN (Cyrus SASL, a sasldb),
+putting every message it accepts on hold (queued and synced to disk, never delivered), as the
+relay role stores a message and leaves its delivery to the workers. Its server CPU is that of
+all its processes (``master`` and the ``smtpd``, ``cleanup`` and other daemons it starts).
 The load generator is ``aiosmtplib`` on uvloop in this process: ``--connections`` connections
 (16 by default), each doing STARTTLS and AUTH once, then submitting messages back to back
 (MAIL, RCPT, DATA per message; about 2 KB, text and html, a new recipient each).
@@ -35,7 +40,7 @@ from typing import Any
 
 import aiosmtplib
 
-from bench import cpu, server
+from bench import cpu, postfix, server
 from bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -79,14 +84,28 @@ def recipients(connection: int) -> Iterator[str]:
         yield f"customer-{connection}-{number}@example.com"
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes: a port, the AUTH user and password, how to count server CPU."""
+
+    name: str
+    port: int
+    user: str
+    password: str
+    pid: int
+    tree: bool = False  # count the process's children too (Postfix's daemons)
+
+
 async def _connection(
-    port: int, key: str, context: ssl.SSLContext, window: tuple[float, float], connection: int
+    target: Target, context: ssl.SSLContext, window: tuple[float, float], connection: int
 ) -> tuple[list[float], Counter[str]]:
     latencies: list[float] = []
     errors: Counter[str] = Counter()
-    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, tls_context=context, timeout=60)
+    client = aiosmtplib.SMTP(
+        hostname="127.0.0.1", port=target.port, tls_context=context, timeout=60
+    )
     await client.connect(start_tls=True)
-    await client.login("posthaste", key)
+    await client.login(target.user, target.password)
     start, end = window
     template = sample_message("{rcpt}")
     for rcpt in recipients(connection):
@@ -108,29 +127,29 @@ async def _connection(
 
 
 async def measure(
-    name: str,
-    server_pid: int,
-    port: int,
-    key: str,
-    cafile: Path,
-    connections: int,
-    warmup: float,
-    duration: float,
+    target: Target, cafile: Path, connections: int, warmup: float, duration: float
 ) -> Figures:
     context = ssl.create_default_context(cafile=str(cafile))
     start = time.perf_counter() + warmup
     window = (start, start + duration)
-    pids = {"server": [server_pid], "client": [os.getpid()]}
-    usage = asyncio.create_task(cpu.during(pids, start, start + duration))
+    pids = {"client": [os.getpid()]}
+    if target.tree:
+        usage = asyncio.create_task(
+            cpu.during(pids, start, start + duration, trees={"server": target.pid})
+        )
+    else:
+        usage = asyncio.create_task(
+            cpu.during({**pids, "server": [target.pid]}, start, start + duration)
+        )
     results = await asyncio.gather(
-        *(_connection(port, key, context, window, n) for n in range(connections))
+        *(_connection(target, context, window, n) for n in range(connections))
     )
     latencies = sorted(value for values, _ in results for value in values)
     errors: Counter[str] = Counter()
     for _, counted in results:
         errors.update(counted)
     return Figures(
-        name=name,
+        name=target.name,
         connections=connections,
         seconds=duration,
         messages=len(latencies),
@@ -244,22 +263,34 @@ def sink_server(cert: Path, workdir: Path) -> Iterator[tuple[int, int]]:
 # --- main --------------------------------------------------------------------------------------
 
 
-def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
+def _measured(target: Target, cert: Path, args: argparse.Namespace) -> Figures:
     import uvloop
 
-    def measured(label: str, pid: int, port: int, key: str, cert: Path) -> Figures:
-        load = measure(label, pid, port, key, cert, args.connections, args.warmup, args.duration)
-        return uvloop.run(load)
+    return uvloop.run(measure(target, cert, args.connections, args.warmup, args.duration))
 
+
+def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
     with (
         server.prepared(name, workdir / name) as backend,
         relay_server(backend) as (pid, port, key, cert),
     ):
-        figures = [measured(f"{name}: relay", pid, port, key, cert)]
+        figures = [_measured(Target(f"{name}: relay", port, "posthaste", key, pid), cert, args)]
         with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
-            label = f"{name}: bare aiosmtpd sink"
-            figures.append(measured(label, sink_pid, sink_port, "any", cert))
+            sink = Target(f"{name}: bare aiosmtpd sink", sink_port, "any", "any", sink_pid)
+            figures.append(_measured(sink, cert, args))
+        if args.postfix and postfix.available():
+            figures.append(_postfix_figures(name, cert, args))
     return figures
+
+
+def _postfix_figures(name: str, cert: Path, args: argparse.Namespace) -> Figures:
+    """Postfix accepting with the same certificate, STARTTLS and AUTH, keeping what it takes."""
+    tls = (cert, cert.with_name("smtp-tls-key.pem"))
+    with postfix.running(server.free_port(), None, tls) as instance:
+        user, password = postfix.SASL_USER, postfix.SASL_PASSWORD
+        pid = instance.master_pid()
+        target = Target(f"Postfix ({name} run)", instance.port, user, password, pid, tree=True)
+        return _measured(target, cert, args)
 
 
 def table(figures: list[Figures]) -> str:
@@ -288,6 +319,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument(
+        "--no-postfix", dest="postfix", action="store_false", help="skip the Postfix baseline"
+    )
     parser.add_argument("--sink", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sink:
