@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import select
 
 from posthaste.core.delivery import DeliveryAttempt
+from posthaste.storage import bulk
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import delivery_attempts
 
@@ -47,7 +48,7 @@ def attempt_row(item: DeliveryAttempt) -> dict[str, Any]:
 async def insert_attempts(tx: Tx, items: Sequence[DeliveryAttempt]) -> None:
     """Store attempts (one statement) in the caller's transaction."""
     if items:
-        await tx.conn.execute(delivery_attempts.insert(), [attempt_row(i) for i in items])
+        await bulk.insert_rows(tx, delivery_attempts, [attempt_row(i) for i in items])
 
 
 async def list_attempts(tx: Tx, team_id: str, email_id: str) -> list[DeliveryAttempt]:

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, exists, func, select, tuple_, update
 
 from posthaste.core.cursors import Position
 from posthaste.core.ids import new_id
 from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
+from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage._dialect import among
 from posthaste.storage.database import Tx
@@ -169,9 +170,7 @@ def attachment_rows(
 async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Insert prepared rows of several emails at once, parents first (one statement per table)."""
     for table in (emails, email_recipients, email_tags, email_subjects, blobs, attachments):
-        table_rows = rows.get(table.name)
-        if table_rows:
-            await tx.conn.execute(table.insert(), table_rows)
+        await bulk.insert_rows(tx, table, rows.get(table.name, ()))
 
 
 async def get_email(
@@ -395,19 +394,9 @@ async def record_events(
 
 
 async def _write_rows(tx: Tx, rows: Mapping[str, Mapping[str, Any]]) -> None:
-    """{email id: {column: value}}: one executemany UPDATE per set of columns."""
-    shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for email_id, values in rows.items():
-        if values:
-            params = {f"v_{column}": value for column, value in values.items()}
-            shapes.setdefault(tuple(sorted(values)), []).append({"_id": email_id, **params})
-    for columns, params_list in shapes.items():
-        query = (
-            update(emails)
-            .where(emails.c.id == bindparam("_id"))
-            .values({column: bindparam(f"v_{column}") for column in columns})
-        )
-        await tx.conn.execute(query, params_list)
+    """{email id: {column: value}}: one UPDATE per set of columns."""
+    changes = [{"id": email_id, **dict(sorted(v.items()))} for email_id, v in rows.items() if v]
+    await bulk.update_rows(tx, emails, ["id"], changes)
 
 
 def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | None) -> EmailStatus:
@@ -444,16 +433,8 @@ async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str,
 
 async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -> None:
     """(email id, address, outcome) triples, in one statement."""
-    if not rows:
-        return
-    r = email_recipients
-    query = (
-        update(r)
-        .where(r.c.email_id == bindparam("_email"), r.c.address == bindparam("_address"))
-        .values(outcome=bindparam("_outcome"))
-    )
-    params = [{"_email": e, "_address": a, "_outcome": o} for e, a, o in rows]
-    await tx.conn.execute(query, params)
+    changes = [{"email_id": e, "address": a, "outcome": o} for e, a, o in rows]
+    await bulk.update_rows(tx, email_recipients, ["email_id", "address"], changes)
 
 
 async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> dict[str, str]:
@@ -462,8 +443,9 @@ async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> 
     if not items:
         return {}
     rows = [(email, new_id(), raw) for email, raw in items]
-    await tx.conn.execute(
-        blobs.insert(),
+    await bulk.insert_rows(
+        tx,
+        blobs,
         [{"id": b, "team_id": e.team_id, "data": raw, "created_at": now} for e, b, raw in rows],
     )
     return {e.id: b for e, b, _ in rows}

@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 
 from posthaste.core.models import Event
+from posthaste.storage import bulk
 from posthaste.storage import webhooks as webhooks_repo
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
 from posthaste.storage.tables import events
@@ -52,7 +53,7 @@ async def insert_events(tx: Tx, items: Sequence[Event]) -> None:
     """Store events (one statement), fan them out to webhooks, and wake the live streams."""
     if not items:
         return
-    await tx.conn.execute(events.insert(), [event_row(event) for event in items])
+    await bulk.insert_rows(tx, events, [event_row(event) for event in items])
     await webhooks_repo.fan_out(tx, items)
     tx.notify(EVENTS_CHANNEL)
 

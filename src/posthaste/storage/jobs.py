@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, tuple_, update
+from sqlalchemy import delete, func, select, tuple_, update
 
 from posthaste.core.models import Job
+from posthaste.storage import bulk
 from posthaste.storage.database import JOBS_CHANNEL, Tx
 from posthaste.storage.tables import jobs
 
@@ -39,7 +40,7 @@ def job_row(
 async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Store jobs and wake the workers when the transaction commits."""
     if rows:
-        await tx.conn.execute(jobs.insert(), list(rows))
+        await bulk.insert_rows(tx, jobs, rows)
         tx.notify(CHANNEL)
 
 
@@ -119,24 +120,18 @@ async def depth(tx: Tx) -> int:
 
 async def finish_many(tx: Tx, held: Sequence[Job]) -> None:
     """``finish`` for many jobs in one statement (each still fenced by its ``attempts``)."""
-    if held:
-        query = delete(jobs).where(
-            jobs.c.id == bindparam("_id"), jobs.c.attempts == bindparam("_attempts")
-        )
-        await tx.conn.execute(query, [{"_id": j.id, "_attempts": j.attempts} for j in held])
+    await bulk.delete_rows(tx, jobs, [{"id": j.id, "attempts": j.attempts} for j in held])
 
 
 async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
     """``retry_at`` for many (job, available_at) pairs in one statement."""
     if not held:
         return
-    query = (
-        update(jobs)
-        .where(jobs.c.id == bindparam("_id"), jobs.c.attempts == bindparam("_attempts"))
-        .values(available_at=bindparam("_at"), locked_by=None)
-    )
-    params = [{"_id": j.id, "_attempts": j.attempts, "_at": at} for j, at in held]
-    await tx.conn.execute(query, params)
+    rows = [
+        {"id": j.id, "attempts": j.attempts, "available_at": at, "locked_by": None}
+        for j, at in held
+    ]
+    await bulk.update_rows(tx, jobs, ["id", "attempts"], rows)
     tx.notify(CHANNEL)
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
+from posthaste.storage import bulk
 from posthaste.storage._dialect import among
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Database, Tx
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
@@ -179,7 +180,7 @@ async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
         if hook.team_id == event.team_id and event.type in hook.events
     ]
     if rows:
-        await tx.conn.execute(webhook_deliveries.insert(), rows)
+        await bulk.insert_rows(tx, webhook_deliveries, rows)
         tx.notify(CHANNEL)
 
 

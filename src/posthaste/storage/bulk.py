@@ -1,0 +1,173 @@
+"""Many rows in one statement: the batched writes of the send path and the delivery worker.
+
+SQLAlchemy runs a list of parameter sets as ``executemany``: on PostgreSQL, asyncpg sends one
+bind and execute per row and the server runs the statement once per row. For the hot batched
+writes (a group commit's emails, a worker batch's status changes, events, jobs) PostgreSQL gets
+one statement instead, with one array parameter per column:
+
+    INSERT INTO t (a, b) SELECT * FROM unnest($1::VARCHAR[], $2::BIGINT[]) AS v(a, b)
+    UPDATE t SET b = v.b FROM unnest($1::VARCHAR[], $2::BIGINT[]) AS v(a, b) WHERE t.a = v.a
+    DELETE FROM t USING unnest($1::VARCHAR[], $2::INTEGER[]) AS v(a, b)
+        WHERE t.a = v.a AND t.b = v.b
+
+One execution whatever the number of rows, and a text that depends only on the table and the
+columns, so the prepared statement is reused. Measured on 64-row inserts into ``events``: 7-11
+µs of client CPU and ~8 µs of PostgreSQL CPU per row, against 14-17 and ~14 with
+``executemany`` (bench/README.md). Values go through each column type's own bind processing
+first (JSON serialised as the engine does), so what is stored is what ``executemany`` stores.
+SQLite keeps ``executemany``: it runs
+in-process, where a row costs little.
+
+Rows are plain column → value mappings with no Python-side defaults applied: give every column
+the statement should set. Rows of different key sets are written as separate statements.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Table, and_, bindparam, delete, update
+from sqlalchemy.engine import Dialect
+
+from posthaste.storage.database import Tx
+
+Row = Mapping[str, Any]
+_Processor = Callable[[Any], Any] | None
+
+
+async def insert_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
+    """Insert ``rows``, one statement per set of keys."""
+    for columns, group in _shapes(rows).items():
+        if _is_postgres(tx):
+            sql, processors = _insert_sql(tx.conn.dialect, table, columns)
+            await _execute(tx, sql, processors, columns, group)
+        else:
+            await tx.conn.execute(table.insert(), group)
+
+
+async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[Row]) -> None:
+    """Set each row's other columns where its ``keys`` columns match (a key given twice: the
+    last row wins, as with ``executemany``)."""
+    latest = {tuple(row[key] for key in keys): row for row in rows}
+    for columns, group in _shapes(list(latest.values())).items():
+        if _is_postgres(tx):
+            sql, processors = _update_sql(tx.conn.dialect, table, tuple(keys), columns)
+            await _execute(tx, sql, processors, columns, group)
+        else:
+            values: dict[str, Any] = {
+                name: bindparam(f"v_{name}") for name in columns if name not in keys
+            }
+            query = update(table).where(_matching(table, keys)).values(values)
+            await tx.conn.execute(query, _prefixed(group, keys))
+
+
+async def delete_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
+    """Delete the rows matching each row's columns."""
+    for columns, group in _shapes(rows).items():
+        if _is_postgres(tx):
+            sql, processors = _delete_sql(tx.conn.dialect, table, columns)
+            await _execute(tx, sql, processors, columns, group)
+        else:
+            query = delete(table).where(_matching(table, columns))
+            await tx.conn.execute(query, _prefixed(group, columns))
+
+
+def _is_postgres(tx: Tx) -> bool:
+    return tx.conn.dialect.name == "postgresql"
+
+
+def _shapes(rows: Sequence[Row]) -> dict[tuple[str, ...], list[Row]]:
+    shapes: dict[tuple[str, ...], list[Row]] = {}
+    for row in rows:
+        shapes.setdefault(tuple(row), []).append(row)
+    return shapes
+
+
+def _matching(table: Table, keys: Sequence[str]) -> Any:
+    return and_(*(table.c[key] == bindparam(f"k_{key}") for key in keys))
+
+
+def _prefixed(rows: Sequence[Row], keys: Sequence[str]) -> list[dict[str, Any]]:
+    return [
+        {(f"k_{name}" if name in keys else f"v_{name}"): value for name, value in row.items()}
+        for row in rows
+    ]
+
+
+async def _execute(
+    tx: Tx,
+    sql: str,
+    processors: Sequence[_Processor],
+    columns: Sequence[str],
+    rows: Sequence[Row],
+) -> None:
+    arrays = []
+    for name, process in zip(columns, processors, strict=True):
+        values = [row[name] for row in rows]
+        arrays.append(values if process is None else [process(value) for value in values])
+    # Through SQLAlchemy's connection, not the driver's: it begins the transaction on first
+    # use (a statement sent to the driver before that would commit on its own) and wraps errors.
+    await tx.conn.exec_driver_sql(sql, tuple(arrays))
+
+
+@functools.cache
+def _insert_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    arrays, processors = _arrays(dialect, table, columns)
+    names = ", ".join(_quoted(dialect, name) for name in columns)
+    sql = f"INSERT INTO {_quoted(dialect, table.name)} ({names}) SELECT * FROM {arrays}"
+    return sql, processors
+
+
+@functools.cache
+def _update_sql(
+    dialect: Dialect, table: Table, keys: tuple[str, ...], columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    arrays, processors = _arrays(dialect, table, columns)
+    target = _quoted(dialect, table.name)
+    sets = ", ".join(
+        f"{_quoted(dialect, name)} = v.{_quoted(dialect, name)}"
+        for name in columns
+        if name not in keys
+    )
+    sql = f"UPDATE {target} SET {sets} FROM {arrays} WHERE {_join(dialect, target, keys)}"
+    return sql, processors
+
+
+@functools.cache
+def _delete_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    arrays, processors = _arrays(dialect, table, columns)
+    target = _quoted(dialect, table.name)
+    sql = f"DELETE FROM {target} USING {arrays} WHERE {_join(dialect, target, columns)}"
+    return sql, processors
+
+
+def _arrays(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    """``unnest($1::T1[], …) AS v(c1, …)`` and each column's bind processor."""
+    casts: list[str] = []
+    processors: list[_Processor] = []
+    for position, name in enumerate(columns, start=1):
+        column_type = table.c[name].type
+        # Without the length (VARCHAR(40) -> VARCHAR): an explicit cast would cut a value that
+        # is too long where the column's own assignment refuses it, as an INSERT must.
+        base = re.sub(r"\(.*\)", "", column_type.compile(dialect=dialect))
+        casts.append(f"${position}::{base}[]")
+        processors.append(column_type._cached_bind_processor(dialect))
+    names = ", ".join(_quoted(dialect, name) for name in columns)
+    return f"unnest({', '.join(casts)}) AS v({names})", processors
+
+
+def _join(dialect: Dialect, target: str, keys: Sequence[str]) -> str:
+    return " AND ".join(f"{target}.{_quoted(dialect, k)} = v.{_quoted(dialect, k)}" for k in keys)
+
+
+def _quoted(dialect: Dialect, name: str) -> str:
+    return str(dialect.identifier_preparer.quote(name))

@@ -1,0 +1,150 @@
+"""``storage.bulk``: many rows in one statement, stored exactly as ``executemany`` stores them,
+inside the caller's transaction, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from posthaste.bootstrap import Services
+from posthaste.core.ids import new_id
+from posthaste.storage import bulk
+from posthaste.storage.tables import events, jobs
+from tests.conftest import Tenant
+
+
+def _event(team_id: str, data: Any, email_id: str | None = None) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "type": "email.sent",
+        "email_id": email_id,
+        "created_at": 1,
+        "data": data,
+    }
+
+
+def _job(team_id: str, attempts: int = 0) -> dict[str, Any]:
+    return {
+        "kind": "deliver_email",
+        "ref": new_id(),
+        "team_id": team_id,
+        "available_at": 5,
+        "attempts": attempts,
+        "created_at": 1,
+    }
+
+
+async def _events(services: Services) -> dict[str, tuple[Any, ...]]:
+    async with services.db.read() as tx:
+        query = select(events.c.id, events.c.email_id, events.c.data, events.c.type)
+        return {row.id: tuple(row) for row in await tx.conn.execute(query)}
+
+
+async def _jobs(services: Services) -> dict[str, tuple[Any, ...]]:
+    """{ref: (id, attempts, available_at, locked_by)}"""
+    async with services.db.read() as tx:
+        query = select(
+            jobs.c.ref, jobs.c.id, jobs.c.attempts, jobs.c.available_at, jobs.c.locked_by
+        )
+        return {row.ref: tuple(row)[1:] for row in await tx.conn.execute(query)}
+
+
+async def test_inserted_rows_read_back_as_executemany_stores_them(
+    services: Services, tenant: Tenant
+) -> None:
+    team = tenant.team.id
+    data = [{"a": [1, "é", None]}, {}, {"nested": {"x": 1.5, "ok": True}}, ["list"]]
+    ours = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
+    theirs = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, events, ours)
+        await tx.conn.execute(events.insert(), theirs)
+    stored = await _events(services)
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert stored[mine["id"]][1:] == (mine["email_id"], mine["data"], "email.sent")
+        assert stored[reference["id"]][2] == stored[mine["id"]][2]
+
+
+async def test_rows_of_different_columns_are_written_each_with_their_own(
+    services: Services, tenant: Tenant
+) -> None:
+    with_email = _event(tenant.team.id, {"n": 1}, email_id=new_id())
+    without = {k: v for k, v in _event(tenant.team.id, {"n": 2}).items() if k != "email_id"}
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, events, [with_email, without])
+    stored = await _events(services)
+    assert stored[with_email["id"]][1] == with_email["email_id"]
+    assert stored[without["id"]][1:3] == (None, {"n": 2})
+
+
+async def test_writes_belong_to_the_callers_transaction(services: Services, tenant: Tenant) -> None:
+    """The first statement of a transaction may be a bulk one: it must not commit by itself."""
+    row = _event(tenant.team.id, {})
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort):
+        async with services.db.transaction() as tx:
+            await bulk.insert_rows(tx, events, [row])
+            raise Abort
+    assert row["id"] not in await _events(services)
+
+
+async def test_updates_match_on_every_key_and_the_last_row_of_a_key_wins(
+    services: Services, tenant: Tenant
+) -> None:
+    first, second, untouched = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, jobs, [first, second, untouched])
+    ids = {ref: row[0] for ref, row in (await _jobs(services)).items()}
+    one, two = ids[first["ref"]], ids[second["ref"]]
+    changes = [
+        {"id": one, "attempts": 1, "available_at": 10, "locked_by": "w"},
+        {"id": one, "attempts": 1, "available_at": 20, "locked_by": None},
+        {"id": two, "attempts": 99, "available_at": 30, "locked_by": None},  # fenced
+    ]
+    async with services.db.transaction() as tx:
+        await bulk.update_rows(tx, jobs, ["id", "attempts"], changes)
+    stored = await _jobs(services)
+    assert stored[first["ref"]][1:] == (1, 20, None)
+    assert stored[second["ref"]][1:] == (2, 5, None)
+    assert stored[untouched["ref"]][1:] == (3, 5, None)
+
+
+async def test_deletes_take_only_rows_matching_every_column(
+    services: Services, tenant: Tenant
+) -> None:
+    gone, fenced, kept = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, jobs, [gone, fenced, kept])
+    ids = {ref: row[0] for ref, row in (await _jobs(services)).items()}
+    async with services.db.transaction() as tx:
+        await bulk.delete_rows(
+            tx,
+            jobs,
+            [{"id": ids[gone["ref"]], "attempts": 1}, {"id": ids[fenced["ref"]], "attempts": 7}],
+        )
+    assert set(await _jobs(services)) == {fenced["ref"], kept["ref"]}
+
+
+async def test_nothing_to_write_is_no_statement(services: Services) -> None:
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, events, [])
+        await bulk.update_rows(tx, jobs, ["id"], [])
+        await bulk.delete_rows(tx, jobs, [])
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite does not enforce VARCHAR lengths
+async def test_a_value_the_column_refuses_fails_the_whole_write(
+    services: Services, tenant: Tenant
+) -> None:
+    good = _event(tenant.team.id, {})
+    bad = {**_event(tenant.team.id, {}), "type": "x" * 500}  # String(40): PostgreSQL refuses
+    with pytest.raises(Exception, match="too long"):
+        async with services.db.transaction() as tx:
+            await bulk.insert_rows(tx, events, [good, bad])
+    assert good["id"] not in await _events(services)
