@@ -122,7 +122,10 @@ def _main_cf(root: Path, relay_port: int | None, tls: tuple[Path, Path] | None) 
             "relayhost = [127.0.0.1]:9",
         ]
     else:
-        lines.append(f"relayhost = [127.0.0.1]:{relay_port}")
+        lines += [
+            f"relayhost = [127.0.0.1]:{relay_port}",
+            f"smtp_connection_cache_destinations = [127.0.0.1]:{relay_port}",
+        ]
     if tls is not None:
         cert, key = tls
         lines += [

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -92,7 +93,7 @@ class Target:
     port: int
     user: str
     password: str
-    pid: int
+    pids: tuple[int, ...]
     tree: bool = False  # count the process's children too (Postfix's daemons)
 
 
@@ -135,11 +136,11 @@ async def measure(
     pids = {"client": [os.getpid()]}
     if target.tree:
         usage = asyncio.create_task(
-            cpu.during(pids, start, start + duration, trees={"server": target.pid})
+            cpu.during(pids, start, start + duration, trees={"server": target.pids[0]})
         )
     else:
         usage = asyncio.create_task(
-            cpu.during({**pids, "server": [target.pid]}, start, start + duration)
+            cpu.during({**pids, "server": list(target.pids)}, start, start + duration)
         )
     results = await asyncio.gather(
         *(_connection(target, context, window, n) for n in range(connections))
@@ -212,14 +213,36 @@ def _wait_for_banner(port: int, process: subprocess.Popen[bytes], log: Path) -> 
     raise RuntimeError(f"not ready:\n{log.read_text()}")
 
 
+def _wait_for_listener(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``process`` itself listens on ``port`` (which others may share: SO_REUSEPORT)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited early:\n{log.read_text()}")
+        rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+        listening = {  # local address, state LISTEN (0A), inode
+            row[9] for row in rows if row[1].endswith(f":{port:04X}") and row[3] == "0A"
+        }
+        with contextlib.suppress(OSError):
+            fds = Path(f"/proc/{process.pid}/fd").iterdir()
+            links = {os.readlink(fd) for fd in fds}
+            if any(f"socket:[{inode}]" in links for inode in listening):
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"not listening:\n{log.read_text()}")
+
+
 @contextmanager
 def _process(
-    args: list[str], env: dict[str, str], cwd: Path, port: int, log: Path
+    args: list[str], env: dict[str, str], cwd: Path, port: int, log: Path, shared: bool = False
 ) -> Iterator[int]:
     with log.open("wb") as out:
         process = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=out)
     try:
-        _wait_for_banner(port, process, log)
+        if shared:
+            _wait_for_listener(port, process, log)
+        else:
+            _wait_for_banner(port, process, log)
         yield process.pid
     finally:
         process.terminate()
@@ -231,8 +254,11 @@ def _process(
 
 
 @contextmanager
-def relay_server(backend: server.Backend) -> Iterator[tuple[int, int, str, Path]]:
-    """``posthaste serve --role smtp``: its STARTTLS port, a test key and its certificate."""
+def relay_server(
+    backend: server.Backend, processes: int = 1
+) -> Iterator[tuple[tuple[int, ...], int, str, Path]]:
+    """``posthaste serve --role smtp`` (``processes`` of them sharing the port, as one per core
+    runs): their pids, the STARTTLS port, a test key and the certificate."""
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     port = server.free_port()
     env = {
@@ -242,12 +268,20 @@ def relay_server(backend: server.Backend) -> Iterator[tuple[int, int, str, Path]
         "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
     }
     args = [sys.executable, *server.SERVE]
-    with _process(args, env, backend.workdir, port, backend.workdir / "relay.log") as pid:
+    with contextlib.ExitStack() as stack:
+        pids = [
+            stack.enter_context(
+                _process(args, env, backend.workdir, port, backend.workdir / "relay.log")
+            )
+        ]
+        for index in range(1, processes):  # the first made the certificate and the schema
+            log = backend.workdir / f"relay-{index}.log"
+            pids.append(stack.enter_context(_process(args, env, backend.workdir, port, log, True)))
         server._cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", "0")
         key = server._cli(
             env, backend.workdir, "keys", "create", "--team", "bench", "--mode", "test"
         )
-        yield pid, port, key, backend.data_dir / "smtp-tls-cert.pem"
+        yield tuple(pids), port, key, backend.data_dir / "smtp-tls-cert.pem"
 
 
 @contextmanager
@@ -272,11 +306,12 @@ def _measured(target: Target, cert: Path, args: argparse.Namespace) -> Figures:
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
     with (
         server.prepared(name, workdir / name) as backend,
-        relay_server(backend) as (pid, port, key, cert),
+        relay_server(backend, args.relays) as (pids, port, key, cert),
     ):
-        figures = [_measured(Target(f"{name}: relay", port, "posthaste", key, pid), cert, args)]
+        label = f"{name}: relay" + (f" ({args.relays} processes)" if args.relays > 1 else "")
+        figures = [_measured(Target(label, port, "posthaste", key, pids), cert, args)]
         with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
-            sink = Target(f"{name}: bare aiosmtpd sink", sink_port, "any", "any", sink_pid)
+            sink = Target(f"{name}: bare aiosmtpd sink", sink_port, "any", "any", (sink_pid,))
             figures.append(_measured(sink, cert, args))
         if args.postfix and postfix.available():
             figures.append(_postfix_figures(name, cert, args))
@@ -289,7 +324,7 @@ def _postfix_figures(name: str, cert: Path, args: argparse.Namespace) -> Figures
     with postfix.running(server.free_port(), None, tls) as instance:
         user, password = postfix.SASL_USER, postfix.SASL_PASSWORD
         pid = instance.master_pid()
-        target = Target(f"Postfix ({name} run)", instance.port, user, password, pid, tree=True)
+        target = Target(f"Postfix ({name} run)", instance.port, user, password, (pid,), tree=True)
         return _measured(target, cert, args)
 
 
@@ -317,6 +352,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__)
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--relays", type=int, default=1, help="relay processes sharing the port")
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument(
