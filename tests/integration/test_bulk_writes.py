@@ -11,7 +11,7 @@ from sqlalchemy import select
 from posthaste.bootstrap import Services
 from posthaste.core.ids import new_id
 from posthaste.storage import bulk
-from posthaste.storage.tables import events, jobs
+from posthaste.storage.tables import api_keys, events, jobs, teams
 from tests.conftest import Tenant
 
 
@@ -148,3 +148,52 @@ async def test_a_value_the_column_refuses_fails_the_whole_write(
         async with services.db.transaction() as tx:
             await bulk.insert_rows(tx, events, [good, bad])
     assert good["id"] not in await _events(services)
+
+
+def _team() -> dict[str, Any]:
+    return {"id": new_id(), "name": new_id(), "rate_limit": 0, "daily_quota": 0, "created_at": 1}
+
+
+def _key(team_id: str) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "name": "k",
+        "token_hash": new_id(),
+        "token_hint": "ph_",
+        "mode": "live",
+        "permission": "full_access",
+        "created_at": 1,
+    }
+
+
+async def _teams_and_keys(services: Services) -> tuple[set[str], set[str]]:
+    async with services.db.read() as tx:
+        team_ids = set((await tx.conn.execute(select(teams.c.id))).scalars())
+        key_ids = set((await tx.conn.execute(select(api_keys.c.id))).scalars())
+    return team_ids, key_ids
+
+
+async def test_several_tables_in_one_write_parents_and_children_together(
+    services: Services,
+) -> None:
+    team = _team()
+    keys = [_key(team["id"]), _key(team["id"])]
+    async with services.db.transaction() as tx:
+        await bulk.insert_tables(tx, [(teams, [team]), (api_keys, keys), (events, [])])
+    team_ids, key_ids = await _teams_and_keys(services)
+    assert team["id"] in team_ids
+    assert {k["id"] for k in keys} <= key_ids
+
+
+async def test_a_broken_reference_in_a_several_table_write_stores_none_of_it(
+    services: Services,
+) -> None:
+    team = _team()
+    orphan = _key(new_id())  # no such team
+    with pytest.raises(Exception, match=r"(?i)foreign key"):
+        async with services.db.transaction() as tx:
+            await bulk.insert_tables(tx, [(teams, [team]), (api_keys, [orphan])])
+    team_ids, key_ids = await _teams_and_keys(services)
+    assert team["id"] not in team_ids
+    assert orphan["id"] not in key_ids

@@ -335,9 +335,8 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
         )
         due = email.scheduled_at if email.scheduled_at is not None else now
         job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
-    await emails_repo.insert_many(tx, rows)
+    await emails_repo.insert_many(tx, rows, [jobs_repo.enqueued(tx, job_rows)])
     await events_repo.insert_events(tx, first_events)
-    await jobs_repo.enqueue_many(tx, job_rows)
 
 
 def _add(rows: dict[str, list[dict[str, Any]]], table: str, items: list[dict[str, Any]]) -> None:

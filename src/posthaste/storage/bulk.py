@@ -35,17 +35,38 @@ from sqlalchemy.engine import Dialect
 from posthaste.storage.database import Tx
 
 Row = Mapping[str, Any]
+TableRows = tuple[Table, Sequence[Row]]
 _Processor = Callable[[Any], Any] | None
 
 
 async def insert_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
     """Insert ``rows``, one statement per set of keys."""
-    for columns, group in _shapes(rows).items():
-        if _is_postgres(tx):
-            sql, processors = _insert_sql(tx.conn.dialect, table, columns)
-            await _execute(tx, sql, processors, columns, group)
-        else:
+    await insert_tables(tx, [(table, rows)])
+
+
+async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
+    """Insert rows into several tables; on PostgreSQL in one statement, each table's INSERT a
+    data-modifying ``WITH`` of it (foreign keys are checked at the end of the statement, so a
+    child's rows may come before its parent's). Elsewhere a statement per table, in order."""
+    parts = [
+        (table, columns, group)
+        for table, rows in tables
+        for columns, group in _shapes(rows).items()
+    ]
+    if not parts:
+        return
+    if not _is_postgres(tx):
+        for table, _, group in parts:
             await tx.conn.execute(table.insert(), group)
+        return
+    shape = tuple((table, columns) for table, columns, _ in parts)
+    sql, processors = _insert_sql(tx.conn.dialect, shape)
+    arrays = [
+        _array(group, name, process)
+        for (_, columns, group), column_processors in zip(parts, processors, strict=True)
+        for name, process in zip(columns, column_processors, strict=True)
+    ]
+    await tx.conn.exec_driver_sql(sql, tuple(arrays))
 
 
 async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[Row]) -> None:
@@ -104,23 +125,40 @@ async def _execute(
     columns: Sequence[str],
     rows: Sequence[Row],
 ) -> None:
-    arrays = []
-    for name, process in zip(columns, processors, strict=True):
-        values = [row[name] for row in rows]
-        arrays.append(values if process is None else [process(value) for value in values])
+    arrays = [
+        _array(rows, name, process) for name, process in zip(columns, processors, strict=True)
+    ]
     # Through SQLAlchemy's connection, not the driver's: it begins the transaction on first
     # use (a statement sent to the driver before that would commit on its own) and wraps errors.
     await tx.conn.exec_driver_sql(sql, tuple(arrays))
 
 
+def _array(rows: Sequence[Row], name: str, process: _Processor) -> list[Any]:
+    values = [row[name] for row in rows]
+    return values if process is None else [process(value) for value in values]
+
+
 @functools.cache
 def _insert_sql(
-    dialect: Dialect, table: Table, columns: tuple[str, ...]
-) -> tuple[str, list[_Processor]]:
-    arrays, processors = _arrays(dialect, table, columns)
-    names = ", ".join(_quoted(dialect, name) for name in columns)
-    sql = f"INSERT INTO {_quoted(dialect, table.name)} ({names}) SELECT * FROM {arrays}"
-    return sql, processors
+    dialect: Dialect, shape: tuple[tuple[Table, tuple[str, ...]], ...]
+) -> tuple[str, list[list[_Processor]]]:
+    """One INSERT per (table, columns); all but the last as ``WITH`` parts of the last."""
+    inserts: list[str] = []
+    processors: list[list[_Processor]] = []
+    first = 1
+    for table, columns in shape:
+        arrays, column_processors = _arrays(dialect, table, columns, first)
+        names = ", ".join(_quoted(dialect, name) for name in columns)
+        inserts.append(
+            f"INSERT INTO {_quoted(dialect, table.name)} ({names}) SELECT * FROM {arrays}"
+        )
+        processors.append(column_processors)
+        first += len(columns)
+    *earlier, last = inserts
+    if not earlier:
+        return last, processors
+    parts = ", ".join(f"w{number} AS ({insert})" for number, insert in enumerate(earlier))
+    return f"WITH {parts} {last}", processors
 
 
 @functools.cache
@@ -149,12 +187,12 @@ def _delete_sql(
 
 
 def _arrays(
-    dialect: Dialect, table: Table, columns: tuple[str, ...]
+    dialect: Dialect, table: Table, columns: tuple[str, ...], first: int = 1
 ) -> tuple[str, list[_Processor]]:
     """``unnest($1::T1[], …) AS v(c1, …)`` and each column's bind processor."""
     casts: list[str] = []
     processors: list[_Processor] = []
-    for position, name in enumerate(columns, start=1):
+    for position, name in enumerate(columns, start=first):
         column_type = table.c[name].type
         # Without the length (VARCHAR(40) -> VARCHAR): an explicit cast would cut a value that
         # is too long where the column's own assignment refuses it, as an INSERT must.

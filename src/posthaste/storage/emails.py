@@ -167,10 +167,13 @@ def attachment_rows(
     return blob_rows, info_rows
 
 
-async def insert_many(tx: Tx, rows: dict[str, list[dict[str, Any]]]) -> None:
-    """Insert prepared rows of several emails at once, parents first (one statement per table)."""
-    for table in (emails, email_recipients, email_tags, email_subjects, blobs, attachments):
-        await bulk.insert_rows(tx, table, rows.get(table.name, ()))
+async def insert_many(
+    tx: Tx, rows: dict[str, list[dict[str, Any]]], also: Sequence[bulk.TableRows] = ()
+) -> None:
+    """Insert prepared rows of several emails at once, and ``also`` other tables' rows (the
+    emails' jobs): one statement on PostgreSQL."""
+    tables = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)
+    await bulk.insert_tables(tx, [*((t, rows.get(t.name, ())) for t in tables), *also])
 
 
 async def get_email(

@@ -37,6 +37,14 @@ def job_row(
     }
 
 
+def enqueued(tx: Tx, rows: Sequence[dict[str, Any]]) -> bulk.TableRows:
+    """Jobs to insert with other rows in one statement (``bulk.insert_tables``); the workers
+    are woken when the transaction commits."""
+    if rows:
+        tx.notify(CHANNEL)
+    return jobs, rows
+
+
 async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Store jobs and wake the workers when the transaction commits."""
     if rows:
