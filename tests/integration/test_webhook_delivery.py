@@ -22,7 +22,7 @@ from posthaste.storage import webhooks as webhooks_repo
 from posthaste.storage.events import insert_events
 from posthaste.storage.tables import webhook_deliveries, webhooks
 from posthaste.workers.webhooks import WebhookDispatcher
-from tests.conftest import Tenant
+from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
 from tests.webhook_receiver import Receiver, eventually, running_receiver
 
@@ -469,3 +469,27 @@ async def test_next_due_tells_what_is_due_now_and_when_the_next_falls_due(
     async with services.db.read() as tx:
         assert await webhooks_repo.next_due(tx, now_ms()) == webhooks_repo.Due(False, later)
         assert await webhooks_repo.next_due(tx, later) == webhooks_repo.Due(True, later + 1)
+
+
+async def test_events_fan_out_to_their_own_teams_subscribed_enabled_endpoints_only(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver, services: Services
+) -> None:
+    """The fan-out as stored (PostgreSQL does it inside the events' own INSERT)."""
+    other = await make_tenant(services)
+    sent = ["email.sent"]
+    ours = await _create(client, tenant, receiver.url, events=["email.sent", "email.bounced"])
+    off = await _create(client, tenant, receiver.url, events=sent, enabled=False)
+    elsewhere = await _create(client, tenant, receiver.url, events=["email.delivered"])
+    theirs = await _create(client, other, receiver.url, events=sent)
+    now = now_ms()
+    items = [
+        Event(new_id(), tenant.team.id, kind, None, now, {})
+        for kind in ("email.sent", "email.bounced", "email.queued")
+    ]
+    async with services.db.transaction() as tx:
+        await insert_events(tx, items)
+    query = select(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id)
+    async with services.db.read() as tx:
+        stored = {tuple(row) for row in await tx.conn.execute(query)}
+    assert stored == {(ours["id"], items[0].id), (ours["id"], items[1].id)}
+    assert not {off["id"], elsewhere["id"], theirs["id"]} & {hook for hook, _ in stored}

@@ -133,6 +133,23 @@ async def _execute(
     await tx.conn.exec_driver_sql(sql, tuple(arrays))
 
 
+def unnest(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    """For statements of a caller's own: ``unnest($1::T1[], …) AS v(c1, …)`` over ``table``'s
+    ``columns``, and the bind processors ``arrays`` needs for the rows' values."""
+    return _arrays(dialect, table, columns)
+
+
+def arrays(
+    rows: Sequence[Row], columns: Sequence[str], processors: Sequence[_Processor]
+) -> tuple[Any, ...]:
+    """The parameters of an ``unnest``: one array per column, each value bind-processed."""
+    return tuple(
+        _array(rows, name, process) for name, process in zip(columns, processors, strict=True)
+    )
+
+
 def _array(rows: Sequence[Row], name: str, process: _Processor) -> list[Any]:
     values = [row[name] for row in rows]
     return values if process is None else [process(value) for value in values]

@@ -53,8 +53,12 @@ async def insert_events(tx: Tx, items: Sequence[Event]) -> None:
     """Store events (one statement), fan them out to webhooks, and wake the live streams."""
     if not items:
         return
-    await bulk.insert_rows(tx, events, [event_row(event) for event in items])
-    await webhooks_repo.fan_out(tx, items)
+    rows = [event_row(event) for event in items]
+    if tx.conn.dialect.name == "postgresql":
+        await webhooks_repo.insert_events_fanned_out(tx, rows)
+    else:
+        await bulk.insert_rows(tx, events, rows)
+        await webhooks_repo.fan_out(tx, items)
     tx.notify(EVENTS_CHANNEL)
 
 

@@ -7,7 +7,8 @@ dispatcher's deliveries fall due again by themselves. Secrets are stored as Secr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+import functools
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.engine import Dialect
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
@@ -182,6 +184,40 @@ async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
     if rows:
         await bulk.insert_rows(tx, webhook_deliveries, rows)
         tx.notify(CHANNEL)
+
+
+_EVENT_COLUMNS = ("id", "team_id", "type", "email_id", "created_at", "data")
+
+
+async def insert_events_fanned_out(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> None:
+    """PostgreSQL: store event rows and ``fan_out`` their deliveries in one statement (the
+    endpoints are read by the statement itself, in the same transaction)."""
+    sql, processors = _events_fan_out_sql(tx.conn.dialect)
+    params = bulk.arrays(rows, _EVENT_COLUMNS, processors)
+    if (await tx.conn.exec_driver_sql(sql, params)).scalar():
+        tx.notify(CHANNEL)
+
+
+@functools.cache
+def _events_fan_out_sql(dialect: Dialect) -> tuple[str, list[Any]]:
+    source, processors = bulk.unnest(dialect, events, _EVENT_COLUMNS)
+    sql = f"""
+        WITH stored AS (
+            INSERT INTO events (id, team_id, type, email_id, created_at, data)
+            SELECT * FROM {source}
+            RETURNING id, team_id, type, created_at
+        ), fanned AS (
+            INSERT INTO webhook_deliveries (webhook_id, event_id, team_id, status, attempts,
+                due_at, next_attempt_at, claims, replay_status, created_at)
+            SELECT w.id, s.id, s.team_id, '{PENDING}', 0, s.created_at, s.created_at, 0, NULL,
+                s.created_at
+            FROM stored s JOIN webhooks w ON w.team_id = s.team_id AND w.enabled
+            WHERE w.events::jsonb @> jsonb_build_array(s.type)
+            RETURNING 1
+        )
+        SELECT count(*) FROM fanned
+    """
+    return sql, processors
 
 
 def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:
