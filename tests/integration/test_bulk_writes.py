@@ -43,6 +43,14 @@ async def _events(services: Services) -> dict[str, tuple[Any, ...]]:
         return {row.id: tuple(row) for row in await tx.conn.execute(query)}
 
 
+async def _stored(services: Services, *rows: dict[str, Any]) -> list[int]:
+    """Insert job rows; their ids, in order."""
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, jobs, rows)
+    ids = {ref: row[0] for ref, row in (await _jobs(services)).items()}
+    return [ids[row["ref"]] for row in rows]
+
+
 async def _jobs(services: Services) -> dict[str, tuple[Any, ...]]:
     """{ref: (id, attempts, available_at, locked_by)}"""
     async with services.db.read() as tx:
@@ -98,10 +106,7 @@ async def test_updates_match_on_every_key_and_the_last_row_of_a_key_wins(
     services: Services, tenant: Tenant
 ) -> None:
     first, second, untouched = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
-    async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, jobs, [first, second, untouched])
-    ids = {ref: row[0] for ref, row in (await _jobs(services)).items()}
-    one, two = ids[first["ref"]], ids[second["ref"]]
+    one, two, _ = await _stored(services, first, second, untouched)
     changes = [
         {"id": one, "attempts": 1, "available_at": 10, "locked_by": "w"},
         {"id": one, "attempts": 1, "available_at": 20, "locked_by": None},
@@ -119,14 +124,10 @@ async def test_deletes_take_only_rows_matching_every_column(
     services: Services, tenant: Tenant
 ) -> None:
     gone, fenced, kept = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
-    async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, jobs, [gone, fenced, kept])
-    ids = {ref: row[0] for ref, row in (await _jobs(services)).items()}
+    gone_id, fenced_id, _ = await _stored(services, gone, fenced, kept)
     async with services.db.transaction() as tx:
         await bulk.delete_rows(
-            tx,
-            jobs,
-            [{"id": ids[gone["ref"]], "attempts": 1}, {"id": ids[fenced["ref"]], "attempts": 7}],
+            tx, jobs, [{"id": gone_id, "attempts": 1}, {"id": fenced_id, "attempts": 7}]
         )
     assert set(await _jobs(services)) == {fenced["ref"], kept["ref"]}
 

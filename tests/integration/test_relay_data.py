@@ -50,15 +50,21 @@ def session(relay: Relay, key: str) -> Iterator[smtplib.SMTP]:
 def send_data(smtp: smtplib.SMTP, *pieces: bytes, pause: float = 0.0) -> tuple[int, bytes]:
     """One transaction, the DATA written exactly as given (smtplib's ``data`` would stuff dots
     and mend line ends itself): a write per piece, ``pause`` seconds apart."""
+    sock = open_data(smtp)
+    for piece in pieces:
+        sock.sendall(piece)
+        time.sleep(pause)
+    return smtp.getreply()
+
+
+def open_data(smtp: smtplib.SMTP) -> socket.socket:
+    """MAIL, RCPT and DATA answered with 354: the socket to write the message on."""
     assert smtp.mail("bounce@acme.test")[0] == 250
     assert smtp.rcpt("ann@example.com")[0] == 250
     smtp.putcmd("data")
     assert smtp.getreply()[0] == 354
     assert smtp.sock is not None
-    for piece in pieces:
-        smtp.sock.sendall(piece)
-        time.sleep(pause)
-    return smtp.getreply()
+    return smtp.sock
 
 
 async def stored_body(client: httpx.AsyncClient, tenant: Tenant, reply: bytes) -> bytes:
@@ -145,13 +151,9 @@ async def test_a_connection_dropped_during_data_stores_nothing(
 ) -> None:
     def dropped(*pieces: bytes) -> None:
         with session(relay, tenant.test) as smtp:
-            assert smtp.mail("bounce@acme.test")[0] == 250
-            assert smtp.rcpt("ann@example.com")[0] == 250
-            smtp.putcmd("data")
-            assert smtp.getreply()[0] == 354
-            assert smtp.sock is not None
+            sock = open_data(smtp)
             for piece in pieces:
-                smtp.sock.sendall(piece)
+                sock.sendall(piece)
             smtp.close()  # hang up: no end of data, no QUIT
 
     await asyncio.to_thread(dropped, HEAD + b"half a message\r\n")
