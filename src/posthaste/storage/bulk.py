@@ -11,12 +11,11 @@ one statement instead, with one array parameter per column:
         WHERE t.a = v.a AND t.b = v.b
 
 One execution whatever the number of rows, and a text that depends only on the table and the
-columns, so the prepared statement is reused. Measured on 64-row inserts into ``events``: 7-11
-µs of client CPU and ~8 µs of PostgreSQL CPU per row, against 14-17 and ~14 with
-``executemany`` (bench/README.md). Values go through each column type's own bind processing
-first (JSON serialised as the engine does), so what is stored is what ``executemany`` stores.
-SQLite keeps ``executemany``: it runs
-in-process, where a row costs little.
+columns, so the prepared statement is reused. Measured on 64-row inserts into ``events``, each
+row cost about half the client CPU and half PostgreSQL's CPU that ``executemany`` did
+(bench/README.md, Delivery). Values go through each column type's own bind processing first
+(JSON serialised as the engine does), so what is stored is what ``executemany`` stores. SQLite
+keeps ``executemany``: it runs in-process, where a row costs little.
 
 Rows are plain column → value mappings with no Python-side defaults applied: give every column
 the statement should set. Rows of different key sets are written as separate statements.
