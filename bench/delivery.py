@@ -185,9 +185,16 @@ async def postfix_baseline(
         share = count // connections
         await asyncio.gather(*(submit(share, n) for n in range(connections)))
         submitted = time.perf_counter() - started
+        progress = (0, time.monotonic())
         while True:  # the sink is another process: poll it
-            if await sink_count(sink_port) - before >= share * connections:
+            arrived = await sink_count(sink_port) - before
+            if arrived >= share * connections:
                 break
+            if arrived > progress[0]:
+                progress = (arrived, time.monotonic())
+            elif time.monotonic() - progress[1] > 60:  # deferred or bounced: say so, not hang
+                log = instance.log.read_text()[-3000:]
+                raise RuntimeError(f"Postfix stopped at {arrived} of {share * connections}:\n{log}")
             await asyncio.sleep(0.1)
         elapsed = time.perf_counter() - started
         total = share * connections
