@@ -22,6 +22,7 @@ from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.emails import EmailFilter
 from tests.conftest import Tenant
 from tests.integration.test_relay import Relay, get
+from tests.webhook_receiver import eventually
 
 SIZE_LIMIT = 4_000
 HEAD = b"From: Acme <hello@acme.test>\r\nTo: ann@example.com\r\nSubject: Dots\r\n\r\n"
@@ -158,11 +159,7 @@ async def test_a_connection_dropped_during_data_stores_nothing(
 
     await asyncio.to_thread(dropped, HEAD + b"half a message\r\n")
     await asyncio.to_thread(dropped, HEAD + b"all but the end\r\n.\r")
-    for _ in range(200):  # bounded: until the relay has seen both go
-        if not relay.server.sessions:
-            break
-        await asyncio.sleep(0.02)
-    assert not relay.server.sessions
+    await eventually(lambda: not relay.server.sessions, what="the relay to see both go")
     assert relay.server.handler is not None and relay.server.handler.in_flight == 0
     principal = await services.teams.authenticate(tenant.test)
     assert (await services.emails.page(principal, EmailFilter(), None, 10)).items == []

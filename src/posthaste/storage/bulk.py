@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, delete, update
 from sqlalchemy.engine import Dialect
 
+from posthaste.storage._dialect import is_postgres
 from posthaste.storage.database import Tx
 
 Row = Mapping[str, Any]
@@ -54,18 +55,18 @@ async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
     ]
     if not parts:
         return
-    if not _is_postgres(tx):
+    if not is_postgres(tx):
         for table, _, group in parts:
             await tx.conn.execute(table.insert(), group)
         return
     shape = tuple((table, columns) for table, columns, _ in parts)
     sql, processors = _insert_sql(tx.conn.dialect, shape)
-    arrays = [
-        _array(group, name, process)
+    params = [
+        value
         for (_, columns, group), column_processors in zip(parts, processors, strict=True)
-        for name, process in zip(columns, column_processors, strict=True)
+        for value in arrays(group, columns, column_processors)
     ]
-    await tx.conn.exec_driver_sql(sql, tuple(arrays))
+    await tx.conn.exec_driver_sql(sql, tuple(params))
 
 
 async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[Row]) -> None:
@@ -73,7 +74,7 @@ async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[
     last row wins, as with ``executemany``)."""
     latest = {tuple(row[key] for key in keys): row for row in rows}
     for columns, group in _shapes(list(latest.values())).items():
-        if _is_postgres(tx):
+        if is_postgres(tx):
             sql, processors = _update_sql(tx.conn.dialect, table, tuple(keys), columns)
             await _execute(tx, sql, processors, columns, group)
         else:
@@ -87,16 +88,12 @@ async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[
 async def delete_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
     """Delete the rows matching each row's columns."""
     for columns, group in _shapes(rows).items():
-        if _is_postgres(tx):
+        if is_postgres(tx):
             sql, processors = _delete_sql(tx.conn.dialect, table, columns)
             await _execute(tx, sql, processors, columns, group)
         else:
             query = delete(table).where(_matching(table, columns))
             await tx.conn.execute(query, _prefixed(group, columns))
-
-
-def _is_postgres(tx: Tx) -> bool:
-    return tx.conn.dialect.name == "postgresql"
 
 
 def _shapes(rows: Sequence[Row]) -> dict[tuple[str, ...], list[Row]]:
@@ -124,34 +121,20 @@ async def _execute(
     columns: Sequence[str],
     rows: Sequence[Row],
 ) -> None:
-    arrays = [
-        _array(rows, name, process) for name, process in zip(columns, processors, strict=True)
-    ]
     # Through SQLAlchemy's connection, not the driver's: it begins the transaction on first
     # use (a statement sent to the driver before that would commit on its own) and wraps errors.
-    await tx.conn.exec_driver_sql(sql, tuple(arrays))
-
-
-def unnest(
-    dialect: Dialect, table: Table, columns: tuple[str, ...]
-) -> tuple[str, list[_Processor]]:
-    """For statements of a caller's own: ``unnest($1::T1[], …) AS v(c1, …)`` over ``table``'s
-    ``columns``, and the bind processors ``arrays`` needs for the rows' values."""
-    return _arrays(dialect, table, columns)
+    await tx.conn.exec_driver_sql(sql, arrays(rows, columns, processors))
 
 
 def arrays(
     rows: Sequence[Row], columns: Sequence[str], processors: Sequence[_Processor]
 ) -> tuple[Any, ...]:
     """The parameters of an ``unnest``: one array per column, each value bind-processed."""
-    return tuple(
-        _array(rows, name, process) for name, process in zip(columns, processors, strict=True)
-    )
-
-
-def _array(rows: Sequence[Row], name: str, process: _Processor) -> list[Any]:
-    values = [row[name] for row in rows]
-    return values if process is None else [process(value) for value in values]
+    params = []
+    for name, process in zip(columns, processors, strict=True):
+        values = [row[name] for row in rows]
+        params.append(values if process is None else [process(value) for value in values])
+    return tuple(params)
 
 
 @functools.cache
@@ -163,11 +146,8 @@ def _insert_sql(
     processors: list[list[_Processor]] = []
     first = 1
     for table, columns in shape:
-        arrays, column_processors = _arrays(dialect, table, columns, first)
-        names = ", ".join(_quoted(dialect, name) for name in columns)
-        inserts.append(
-            f"INSERT INTO {_quoted(dialect, table.name)} ({names}) SELECT * FROM {arrays}"
-        )
+        source, column_processors = unnest(dialect, table, columns, first)
+        inserts.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {source}")
         processors.append(column_processors)
         first += len(columns)
     *earlier, last = inserts
@@ -181,14 +161,14 @@ def _insert_sql(
 def _update_sql(
     dialect: Dialect, table: Table, keys: tuple[str, ...], columns: tuple[str, ...]
 ) -> tuple[str, list[_Processor]]:
-    arrays, processors = _arrays(dialect, table, columns)
+    source, processors = unnest(dialect, table, columns)
     target = _quoted(dialect, table.name)
     sets = ", ".join(
         f"{_quoted(dialect, name)} = v.{_quoted(dialect, name)}"
         for name in columns
         if name not in keys
     )
-    sql = f"UPDATE {target} SET {sets} FROM {arrays} WHERE {_join(dialect, target, keys)}"
+    sql = f"UPDATE {target} SET {sets} FROM {source} WHERE {_join(dialect, target, keys)}"
     return sql, processors
 
 
@@ -196,16 +176,22 @@ def _update_sql(
 def _delete_sql(
     dialect: Dialect, table: Table, columns: tuple[str, ...]
 ) -> tuple[str, list[_Processor]]:
-    arrays, processors = _arrays(dialect, table, columns)
+    source, processors = unnest(dialect, table, columns)
     target = _quoted(dialect, table.name)
-    sql = f"DELETE FROM {target} USING {arrays} WHERE {_join(dialect, target, columns)}"
+    sql = f"DELETE FROM {target} USING {source} WHERE {_join(dialect, target, columns)}"
     return sql, processors
 
 
-def _arrays(
-    dialect: Dialect, table: Table, columns: tuple[str, ...], first: int = 1
+def insert_into(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:
+    names = ", ".join(_quoted(dialect, name) for name in columns)
+    return f"INSERT INTO {_quoted(dialect, table.name)} ({names})"
+
+
+def unnest(
+    dialect: Dialect, table: Table, columns: Sequence[str], first: int = 1
 ) -> tuple[str, list[_Processor]]:
-    """``unnest($1::T1[], …) AS v(c1, …)`` and each column's bind processor."""
+    """``unnest($first::T1[], …) AS v(c1, …)`` over ``table``'s ``columns`` (also for
+    statements of a caller's own), and the bind processors ``arrays`` needs."""
     casts: list[str] = []
     processors: list[_Processor] = []
     for position, name in enumerate(columns, start=first):

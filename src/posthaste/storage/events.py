@@ -30,6 +30,7 @@ from sqlalchemy import (
 from posthaste.core.models import Event
 from posthaste.storage import bulk
 from posthaste.storage import webhooks as webhooks_repo
+from posthaste.storage._dialect import is_postgres
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
 from posthaste.storage.tables import events
 
@@ -54,7 +55,7 @@ async def insert_events(tx: Tx, items: Sequence[Event]) -> None:
     if not items:
         return
     rows = [event_row(event) for event in items]
-    if tx.conn.dialect.name == "postgresql":
+    if is_postgres(tx):
         await webhooks_repo.insert_events_fanned_out(tx, rows)
     else:
         await bulk.insert_rows(tx, events, rows)
@@ -62,17 +63,13 @@ async def insert_events(tx: Tx, items: Sequence[Event]) -> None:
     tx.notify(EVENTS_CHANNEL)
 
 
-def _is_postgres(tx: Tx) -> bool:
-    return tx.conn.dialect.name == "postgresql"
-
-
 def _position_column(tx: Tx) -> Any:
-    return events.c.txid if _is_postgres(tx) else _ROWID
+    return events.c.txid if is_postgres(tx) else _ROWID
 
 
 async def tail_position(tx: Tx) -> Position:
     """The position of "now": events committed later come after it."""
-    if _is_postgres(tx):
+    if is_postgres(tx):
         horizon = (await tx.conn.execute(select(_PG_HORIZON))).scalar_one()
         return int(horizon), ""
     last = (await tx.conn.execute(select(func.max(_ROWID)).select_from(events))).scalar()
@@ -106,7 +103,7 @@ def _stream_query(tx: Tx, team_id: str, after: Position, limit: int) -> Select[A
     pos = _position_column(tx)
     columns = (pos.label("pos"), events.c.id, events.c.type, events.c.email_id)
     base = select(*columns, events.c.created_at, events.c.data)
-    if not _is_postgres(tx):
+    if not is_postgres(tx):
         where: ColumnElement[bool] = and_(events.c.team_id == team_id, after[0] < _ROWID)
         return base.where(where).order_by(_ROWID).limit(limit)
     txid = events.c.txid

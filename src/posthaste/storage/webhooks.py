@@ -186,24 +186,21 @@ async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
         tx.notify(CHANNEL)
 
 
-_EVENT_COLUMNS = ("id", "team_id", "type", "email_id", "created_at", "data")
-
-
 async def insert_events_fanned_out(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> None:
-    """PostgreSQL: store event rows and ``fan_out`` their deliveries in one statement (the
-    endpoints are read by the statement itself, in the same transaction)."""
-    sql, processors = _events_fan_out_sql(tx.conn.dialect)
-    params = bulk.arrays(rows, _EVENT_COLUMNS, processors)
-    if (await tx.conn.exec_driver_sql(sql, params)).scalar():
+    """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
+    one statement (the endpoints are read by the statement itself, in the same transaction)."""
+    columns = tuple(rows[0])
+    sql, processors = _events_fan_out_sql(tx.conn.dialect, columns)
+    if (await tx.conn.exec_driver_sql(sql, bulk.arrays(rows, columns, processors))).scalar():
         tx.notify(CHANNEL)
 
 
 @functools.cache
-def _events_fan_out_sql(dialect: Dialect) -> tuple[str, list[Any]]:
-    source, processors = bulk.unnest(dialect, events, _EVENT_COLUMNS)
+def _events_fan_out_sql(dialect: Dialect, columns: tuple[str, ...]) -> tuple[str, list[Any]]:
+    source, processors = bulk.unnest(dialect, events, columns)
     sql = f"""
         WITH stored AS (
-            INSERT INTO events (id, team_id, type, email_id, created_at, data)
+            {bulk.insert_into(dialect, events, columns)}
             SELECT * FROM {source}
             RETURNING id, team_id, type, created_at
         ), fanned AS (
