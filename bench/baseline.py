@@ -3,7 +3,8 @@
 Same rows as ``services.sending._store`` writes for one accepted email (emails,
 email_recipients, email_tags, events, jobs), through the same repository helpers, the same
 ``Database`` (SQLAlchemy async engine, pool, SQLite write lock and ``BEGIN IMMEDIATE``,
-PostgreSQL ``pg_notify`` at commit) and ``Database.transaction()`` -- but without HTTP,
+PostgreSQL ``pg_notify`` in the statement) and ``Database.autocommit()`` as a group of
+accepted emails without a quota or an idempotency key is written -- but without HTTP,
 authentication, parsing and the pre-insert checks.
 """
 
@@ -107,10 +108,9 @@ async def _writer(
         index += per_tx
         rows, events, job_rows = build_rows(chosen, target.team_id)
         start = time.perf_counter()
-        async with target.db.transaction() as tx:
-            await emails_repo.insert_many(tx, rows)
-            await events_repo.insert_events(tx, events)
-            await jobs_repo.enqueue_many(tx, job_rows)
+        async with target.db.autocommit() as tx:
+            also = [*emails_repo.tables_of(rows), jobs_repo.enqueued(tx, job_rows)]
+            await events_repo.insert_events(tx, events, also)
         if start >= window_start:
             recorder.add(start, time.perf_counter(), per_tx)
 

@@ -123,11 +123,18 @@ class SendingService:
         """Check every submission and store what passed, all in one transaction.
 
         The checks keep PRODUCT §4's order for each item; the suppression list is read once
-        per team for the whole group rather than once per submission.
+        per team for the whole group rather than once per submission. When the group's only
+        write is storing its emails (no daily quota to count, no idempotent response to keep),
+        that one statement commits by itself (``Database.autocommit``); otherwise a transaction
+        holds the writes together.
         """
         now = now_ms()
         results: list[list[Outcome]] = []
-        async with self.db.transaction() as tx:
+        writes_more = any(
+            s.idempotency_key is not None or s.principal.team.daily_quota > 0 for s in submissions
+        )
+        unit = self.db.transaction() if writes_more else self.db.autocommit()
+        async with unit as tx:
             candidates = [
                 await self._check_items(tx, s.principal, s.items, now) for s in submissions
             ]
@@ -335,8 +342,8 @@ async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
         )
         due = email.scheduled_at if email.scheduled_at is not None else now
         job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
-    await emails_repo.insert_many(tx, rows, [jobs_repo.enqueued(tx, job_rows)])
-    await events_repo.insert_events(tx, first_events)
+    also = [*emails_repo.tables_of(rows), jobs_repo.enqueued(tx, job_rows)]
+    await events_repo.insert_events(tx, first_events, also)
 
 
 def _add(rows: dict[str, list[dict[str, Any]]], table: str, items: list[dict[str, Any]]) -> None:

@@ -48,25 +48,64 @@ async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
     """Insert rows into several tables; on PostgreSQL in one statement, each table's INSERT a
     data-modifying ``WITH`` of it (foreign keys are checked at the end of the statement, so a
     child's rows may come before its parent's). Elsewhere a statement per table, in order."""
-    parts = [
-        (table, columns, group)
-        for table, rows in tables
-        for columns, group in _shapes(rows).items()
-    ]
+    parts = insert_parts(tables)
     if not parts:
         return
     if not is_postgres(tx):
         for table, _, group in parts:
             await tx.conn.execute(table.insert(), group)
         return
-    shape = tuple((table, columns) for table, columns, _ in parts)
-    sql, processors = _insert_sql(tx.conn.dialect, shape)
-    params = [
+    sql, processors = _insert_sql(tx.conn.dialect, shape_of(parts))
+    await tx.conn.exec_driver_sql(sql, tuple(insert_params(parts, processors)))
+
+
+Part = tuple[Table, tuple[str, ...], Sequence[Row]]
+Shape = tuple[tuple[Table, tuple[str, ...]], ...]
+
+
+def insert_parts(tables: Sequence[TableRows]) -> list[Part]:
+    """The INSERTs ``tables`` need: one per table and set of keys, in order."""
+    return [
+        (table, columns, group)
+        for table, rows in tables
+        for columns, group in _shapes(rows).items()
+    ]
+
+
+def shape_of(parts: Sequence[Part]) -> Shape:
+    """What the statement text depends on (the cache key of the statements built here)."""
+    return tuple((table, columns) for table, columns, _ in parts)
+
+
+@functools.cache
+def inserts(
+    dialect: Dialect, shape: Shape, first: int = 1
+) -> tuple[list[str], list[list[_Processor]]]:
+    """``INSERT … SELECT * FROM unnest(…)`` for each part of ``shape``, its parameters numbered
+    from ``first`` on (for statements that go on with parts of their own), and the bind
+    processors of each part's columns (``insert_params``)."""
+    statements: list[str] = []
+    processors: list[list[_Processor]] = []
+    for table, columns in shape:
+        source, column_processors = unnest(dialect, table, columns, first)
+        statements.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {source}")
+        processors.append(column_processors)
+        first += len(columns)
+    return statements, processors
+
+
+def with_parts(statements: Sequence[str]) -> str:
+    """``w0 AS (…), w1 AS (…)``: statements run as data-modifying ``WITH`` parts."""
+    return ", ".join(f"w{number} AS ({statement})" for number, statement in enumerate(statements))
+
+
+def insert_params(parts: Sequence[Part], processors: Sequence[Sequence[_Processor]]) -> list[Any]:
+    """The parameters of ``inserts``' statements: each part's column arrays, in order."""
+    return [
         value
         for (_, columns, group), column_processors in zip(parts, processors, strict=True)
         for value in arrays(group, columns, column_processors)
     ]
-    await tx.conn.exec_driver_sql(sql, tuple(params))
 
 
 async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[Row]) -> None:
@@ -138,23 +177,13 @@ def arrays(
 
 
 @functools.cache
-def _insert_sql(
-    dialect: Dialect, shape: tuple[tuple[Table, tuple[str, ...]], ...]
-) -> tuple[str, list[list[_Processor]]]:
-    """One INSERT per (table, columns); all but the last as ``WITH`` parts of the last."""
-    inserts: list[str] = []
-    processors: list[list[_Processor]] = []
-    first = 1
-    for table, columns in shape:
-        source, column_processors = unnest(dialect, table, columns, first)
-        inserts.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {source}")
-        processors.append(column_processors)
-        first += len(columns)
-    *earlier, last = inserts
+def _insert_sql(dialect: Dialect, shape: Shape) -> tuple[str, list[list[_Processor]]]:
+    """One INSERT per part; all but the last as ``WITH`` parts of the last."""
+    statements, processors = inserts(dialect, shape)
+    *earlier, last = statements
     if not earlier:
         return last, processors
-    parts = ", ".join(f"w{number} AS ({insert})" for number, insert in enumerate(earlier))
-    return f"WITH {parts} {last}", processors
+    return f"WITH {with_parts(earlier)} {last}", processors
 
 
 @functools.cache

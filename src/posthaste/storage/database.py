@@ -46,10 +46,18 @@ class Tx:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
         self.channels: set[str] = set()
+        self._sent: set[str] = set()
 
-    def notify(self, channel: str) -> None:
-        """Wake listeners of ``channel`` once this transaction commits."""
+    def notify(self, channel: str, *, sent: bool = False) -> None:
+        """Wake listeners of ``channel`` once this transaction commits. ``sent``: a statement of
+        the transaction has called ``pg_notify`` for it already (PostgreSQL)."""
         self.channels.add(channel)
+        if sent:
+            self._sent.add(channel)
+
+    def unsent(self) -> list[str]:
+        """The channels to wake that no statement has notified yet, in a stable order."""
+        return sorted(self.channels - self._sent)
 
 
 class Database:
@@ -89,8 +97,34 @@ class Database:
         async with lock, _translate_db_errors(), self.engine.begin() as conn:
             tx = Tx(conn)
             yield tx
-            if self.is_postgres and tx.channels:
-                await conn.execute(_notify_statement(len(tx.channels)), _channel_params(tx))
+            await self._send_notifications(tx)
+        self._fire_all(tx)
+
+    @contextlib.asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[Tx]:
+        """Work whose one write is a single statement (reads around it are fine): on PostgreSQL
+        every statement commits by itself, which spares the BEGIN and COMMIT round trips of
+        ``transaction()``; listeners wake as after a transaction. On SQLite, a transaction (a
+        write takes the write lock either way)."""
+        if not self.is_postgres:
+            async with self.transaction() as tx:
+                yield tx
+            return
+        async with _translate_db_errors(), self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            tx = Tx(conn)
+            yield tx
+            await self._send_notifications(tx)
+        self._fire_all(tx)
+
+    async def _send_notifications(self, tx: Tx) -> None:
+        """One round trip for the channels no statement has notified (PostgreSQL delivers them
+        at commit)."""
+        channels = tx.unsent()
+        if self.is_postgres and channels:
+            await tx.conn.execute(_notify_statement(len(channels)), _channel_params(channels))
+
+    def _fire_all(self, tx: Tx) -> None:
         # This process hears at once, without waiting for its own NOTIFY to come back (which
         # fires the listeners a second time; they are idempotent: wake up, forget a key).
         for channel in tx.channels:
@@ -186,8 +220,8 @@ def _notify_statement(count: int) -> Any:
     return text(f"SELECT {calls}")
 
 
-def _channel_params(tx: Tx) -> dict[str, str]:
-    return {f"c{i}": channel for i, channel in enumerate(sorted(tx.channels))}
+def _channel_params(channels: list[str]) -> dict[str, str]:
+    return {f"c{i}": channel for i, channel in enumerate(channels)}
 
 
 class _NullLock:

@@ -167,13 +167,11 @@ def attachment_rows(
     return blob_rows, info_rows
 
 
-async def insert_many(
-    tx: Tx, rows: dict[str, list[dict[str, Any]]], also: Sequence[bulk.TableRows] = ()
-) -> None:
-    """Insert prepared rows of several emails at once, and ``also`` other tables' rows (the
-    emails' jobs): one statement on PostgreSQL."""
+def tables_of(rows: dict[str, list[dict[str, Any]]]) -> list[bulk.TableRows]:
+    """Prepared rows of several emails (``email_row``, ``recipient_rows`` …, keyed by table
+    name) as ``bulk.insert_tables`` takes them, parents first."""
     tables = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)
-    await bulk.insert_tables(tx, [*((t, rows.get(t.name, ())) for t in tables), *also])
+    return [(table, rows.get(table.name, ())) for table in tables]
 
 
 async def get_email(

@@ -50,17 +50,23 @@ def event_row(event: Event) -> dict[str, Any]:
     }
 
 
-async def insert_events(tx: Tx, items: Sequence[Event]) -> None:
-    """Store events (one statement), fan them out to webhooks, and wake the live streams."""
+async def insert_events(
+    tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows] = ()
+) -> None:
+    """Store events, fan them out to webhooks, and wake the live streams; ``also``: rows of
+    other tables to store with them (the emails the events are about, their jobs): on
+    PostgreSQL all of it, with the transaction's wake-ups, is one statement."""
     if not items:
+        await bulk.insert_tables(tx, also)
         return
+    tx.notify(EVENTS_CHANNEL)
     rows = [event_row(event) for event in items]
     if is_postgres(tx):
-        await webhooks_repo.insert_events_fanned_out(tx, rows)
+        await webhooks_repo.insert_events_fanned_out(tx, rows, also)
     else:
+        await bulk.insert_tables(tx, also)
         await bulk.insert_rows(tx, events, rows)
         await webhooks_repo.fan_out(tx, items)
-    tx.notify(EVENTS_CHANNEL)
 
 
 def _position_column(tx: Tx) -> Any:

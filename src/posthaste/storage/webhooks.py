@@ -186,20 +186,44 @@ async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
         tx.notify(CHANNEL)
 
 
-async def insert_events_fanned_out(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> None:
+async def insert_events_fanned_out(
+    tx: Tx, rows: Sequence[Mapping[str, Any]], also: Sequence[bulk.TableRows] = ()
+) -> None:
     """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
-    one statement (the endpoints are read by the statement itself, in the same transaction)."""
+    one statement (the endpoints are read by the statement itself, in the same transaction),
+    with ``also``'s rows of other tables (what the events record, as ``bulk.insert_tables``)
+    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip."""
+    before = bulk.insert_parts(also)
     columns = tuple(rows[0])
-    sql, processors = _events_fan_out_sql(tx.conn.dialect, columns)
-    if (await tx.conn.exec_driver_sql(sql, bulk.arrays(rows, columns, processors))).scalar():
-        tx.notify(CHANNEL)
+    channels = tx.unsent()
+    sql, before_processors, processors = _events_fan_out_sql(
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels)
+    )
+    params = (
+        *bulk.insert_params(before, before_processors),
+        *bulk.arrays(rows, columns, processors),
+        *channels,
+        CHANNEL,
+    )
+    fanned = (await tx.conn.exec_driver_sql(sql, params)).scalar()
+    for channel in channels:
+        tx.notify(channel, sent=True)
+    if fanned:
+        tx.notify(CHANNEL, sent=True)
 
 
 @functools.cache
-def _events_fan_out_sql(dialect: Dialect, columns: tuple[str, ...]) -> tuple[str, list[Any]]:
-    source, processors = bulk.unnest(dialect, events, columns)
+def _events_fan_out_sql(
+    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int
+) -> tuple[str, list[list[Any]], list[Any]]:
+    inserts, before_processors = bulk.inserts(dialect, before)
+    first = 1 + sum(len(part_columns) for _, part_columns in before)
+    source, processors = bulk.unnest(dialect, events, columns, first)
+    first += len(columns)
+    earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
+    notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
     sql = f"""
-        WITH stored AS (
+        WITH {earlier} stored AS (
             {bulk.insert_into(dialect, events, columns)}
             SELECT * FROM {source}
             RETURNING id, team_id, type, created_at
@@ -212,9 +236,10 @@ def _events_fan_out_sql(dialect: Dialect, columns: tuple[str, ...]) -> tuple[str
             WHERE w.events::jsonb @> jsonb_build_array(s.type)
             RETURNING 1
         )
-        SELECT count(*) FROM fanned
+        SELECT (SELECT count(*) FROM fanned){notify},
+            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
     """
-    return sql, processors
+    return sql, before_processors, processors
 
 
 def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:

@@ -1,0 +1,147 @@
+"""Accepted emails, their events, jobs and webhook deliveries in one statement, which carries
+the transaction's wake-ups too; ``Database.autocommit`` for work that is that one statement."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from posthaste.bootstrap import Services, build_services
+from posthaste.config import Settings
+from posthaste.core.ids import new_id
+from posthaste.core.models import Event
+from posthaste.storage import bulk
+from posthaste.storage import events as events_repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import (
+    EVENTS_CHANNEL,
+    JOBS_CHANNEL,
+    WEBHOOKS_CHANNEL,
+    Database,
+    Tx,
+)
+from posthaste.storage.tables import api_keys, events, jobs, webhook_deliveries, webhooks
+from tests.conftest import Tenant
+
+CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
+Unit = Callable[[Database], AbstractAsyncContextManager[Tx]]
+UNITS: dict[str, Unit] = {
+    "transaction": lambda db: db.transaction(),
+    "autocommit": lambda db: db.autocommit(),
+}
+
+
+def _job(team_id: str) -> dict[str, Any]:
+    return {
+        "kind": "deliver_email",
+        "ref": new_id(),
+        "team_id": team_id,
+        "available_at": 1,
+        "attempts": 0,
+        "created_at": 1,
+    }
+
+
+def _webhook(team_id: str, subscribed: list[str]) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "endpoint": "https://hooks.example.com/in",
+        "events": subscribed,
+        "enabled": True,
+        "secret": "sealed",
+        "previous_secret": None,
+        "previous_secret_until": None,
+        "created_at": 1,
+        "updated_at": 1,
+    }
+
+
+def _listen(db: Database) -> dict[str, asyncio.Event]:
+    heard = {channel: asyncio.Event() for channel in CHANNELS}
+    for channel, flag in heard.items():
+        db.add_listener(channel, flag.set)
+    return heard
+
+
+async def _count(services: Services, table: Any, team_id: str) -> int:
+    async with services.db.read() as tx:
+        query = select(func.count()).select_from(table).where(table.c.team_id == team_id)
+        return int((await tx.conn.execute(query)).scalar_one())
+
+
+@pytest.fixture
+async def other(services: Services, settings: Settings) -> AsyncIterator[Services]:
+    """Another process on the same database, listening."""
+    other = build_services(settings)
+    await other.db.start_listening()
+    yield other
+    await other.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite serves one process: no NOTIFY
+@pytest.mark.parametrize("unit", sorted(UNITS))
+async def test_the_write_wakes_every_process_with_what_it_owes(
+    services: Services, other: Services, tenant: Tenant, unit: str
+) -> None:
+    team = tenant.team.id
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.queued"])])
+    heard_here, heard_there = _listen(services.db), _listen(other.db)
+    event = Event(new_id(), team, "email.queued", None, 1, {})
+    async with UNITS[unit](services.db) as tx:
+        also = [jobs_repo.enqueued(tx, [_job(team)])]
+        await events_repo.insert_events(tx, [event], also)
+    assert all(flag.is_set() for flag in heard_here.values())  # this process: at once
+    for flag in heard_there.values():  # another process: through NOTIFY
+        await asyncio.wait_for(flag.wait(), 5)
+    assert [await _count(services, t, team) for t in (events, jobs, webhook_deliveries)] == [
+        1,
+        1,
+        1,
+    ]
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+async def test_no_subscribed_endpoint_no_dispatcher_wake_up(
+    services: Services, tenant: Tenant, unit: str
+) -> None:
+    team = tenant.team.id
+    async with services.db.transaction() as tx:
+        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.bounced"])])
+    heard = _listen(services.db)
+    async with UNITS[unit](services.db) as tx:
+        await events_repo.insert_events(tx, [Event(new_id(), team, "email.sent", None, 1, {})])
+    assert heard[EVENTS_CHANNEL].is_set()
+    assert not heard[WEBHOOKS_CHANNEL].is_set() and not heard[JOBS_CHANNEL].is_set()
+    assert await _count(services, webhook_deliveries, team) == 0
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+async def test_a_failing_write_stores_nothing_and_wakes_no_one(
+    services: Services, tenant: Tenant, unit: str
+) -> None:
+    team = tenant.team.id
+    orphan_key = {
+        "id": new_id(),
+        "team_id": new_id(),  # no such team
+        "name": "k",
+        "token_hash": new_id(),
+        "token_hint": "ph_",
+        "mode": "live",
+        "permission": "full_access",
+        "created_at": 1,
+    }
+    event = Event(new_id(), team, "email.sent", None, 1, {})
+    heard = _listen(services.db)
+    with pytest.raises(Exception, match=r"(?i)foreign key"):
+        async with UNITS[unit](services.db) as tx:
+            also = [jobs_repo.enqueued(tx, [_job(team)]), (api_keys, [orphan_key])]
+            await events_repo.insert_events(tx, [event], also)
+    assert not any(flag.is_set() for flag in heard.values())
+    assert [await _count(services, t, team) for t in (events, jobs)] == [0, 0]
