@@ -37,6 +37,7 @@ from posthaste.core.addresses import Address, parse_address
 from posthaste.core.ids import new_id
 from posthaste.core.message_parser import parse_message
 from posthaste.core.mime import make_message_id
+from posthaste.core.mime_tree import read_tree
 from posthaste.core.send_request import (
     AttachmentInput,
     SendRequest,
@@ -78,7 +79,7 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     """Read a submitted message and its envelope recipients; raises ``ValidationError``."""
     fields, rest = _split_header(raw)
     control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
-    message = parse_message(raw)
+    message = _tree(raw)
     sender = _single_from(message)
     bodies = _Bodies.of(message)
     request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
@@ -95,6 +96,13 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
     return Submission(request, key, _fingerprint(raw, recipients))
+
+
+def _tree(raw: bytes) -> Message:
+    """The MIME tree: built from the lines where the message is of the usual shapes (about a
+    fifth of the stdlib parser's CPU), else by the stdlib's parser; the same tree either way."""
+    tree = read_tree(raw.decode("ascii", "surrogateescape"))
+    return parse_message(raw) if tree is None else tree
 
 
 @functools.lru_cache(maxsize=2)

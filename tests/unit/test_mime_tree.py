@@ -1,0 +1,130 @@
+"""``read_tree`` builds the tree the stdlib's compat32 parser builds, or declines (``None``)."""
+
+from __future__ import annotations
+
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from email.policy import SMTP, compat32
+from email.policy import default as default_policy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posthaste.core.mime_tree import read_tree
+from tests.unit.mime_samples import EOL, part, sample, shape
+
+_STDLIB = BytesParser(policy=compat32)
+
+
+def _tree(raw: bytes) -> Message | None:
+    return read_tree(raw.decode("ascii", "surrogateescape"))
+
+
+def _same_or_declined(raw: bytes) -> Message | None:
+    tree = _tree(raw)
+    if tree is not None:
+        assert shape(tree) == shape(_STDLIB.parsebytes(raw))
+    return tree
+
+
+def test_alternatives_and_an_attachment_are_read_as_the_stdlib_reads_them() -> None:
+    tree = _same_or_declined(sample())
+    assert tree is not None
+    assert [p.get_content_type() for p in tree.walk()] == [
+        "multipart/mixed",
+        "multipart/alternative",
+        "text/plain",
+        "text/html",
+        "application/pdf",
+    ]
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=120)
+_NAME = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1)
+
+
+@st.composite
+def _contents(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "subject": draw(_TEXT),
+        "text": draw(_TEXT),
+        "cte": draw(st.sampled_from([None, "quoted-printable", "base64"])),
+        "html": draw(st.none() | _TEXT),
+        "image": draw(st.none() | st.binary(max_size=64)),
+        "attachments": draw(st.lists(st.tuples(st.binary(max_size=200), _NAME), max_size=2)),
+        "crlf": draw(st.booleans()),
+    }
+
+
+def _built(contents: dict[str, Any]) -> bytes:
+    """What mail programs send: text, html, an inline image, attachments, the transfer
+    encodings the stdlib picks or is told, CRLF or LF."""
+    message = EmailMessage()
+    message["From"] = "Sender <sender@example.com>"
+    message["To"] = "Someone <someone@example.com>"
+    message["Subject"] = contents["subject"]
+    message.set_content(contents["text"], cte=contents["cte"])
+    if contents["html"] is not None:
+        message.add_alternative(contents["html"], subtype="html")
+        if contents["image"] is not None:
+            html = message.get_body(("html",))
+            assert isinstance(html, EmailMessage)
+            html.add_related(contents["image"], "image", "png", cid="<logo@example.com>")
+    for content, filename in contents["attachments"]:
+        message.add_attachment(
+            content, maintype="application", subtype="octet-stream", filename=filename
+        )
+    return message.as_bytes(policy=SMTP if contents["crlf"] else default_policy)
+
+
+@given(contents=_contents())
+@settings(max_examples=200, deadline=None)
+def test_mail_as_programs_write_it_is_built_here(contents: dict[str, Any]) -> None:
+    assert _same_or_declined(_built(contents)) is not None
+
+
+@given(lines=part(), eol=EOL, final_eol=st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_any_multipart_is_read_as_the_stdlib_reads_it_or_declined(
+    lines: list[str], eol: str, final_eol: bool
+) -> None:
+    text = "From: a@example.com" + eol + eol.join(lines) + (eol if final_eol else "")
+    _same_or_declined(text.encode("ascii"))
+
+
+@given(raw=st.binary(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_are_read_as_the_stdlib_reads_them_or_declined(raw: bytes) -> None:
+    _same_or_declined(b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n' + raw)
+    _same_or_declined(raw)
+
+
+_MULTIPART = 'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Subject: x\r\n\r\nline one\rline two\r\n",  # a bare CR ends a line for the stdlib
+        "Subject : x\r\n\r\nbody\r\n",  # not a header line for the stdlib: the body starts
+        " folded first\r\nSubject: x\r\n\r\nbody\r\n",
+        _MULTIPART + "--b\r\nContent-Type: text/plain\r\n\r\nno close\r\n",
+        _MULTIPART + "no boundary line at all\r\n",
+        _MULTIPART + "--b\r\n--b\r\n\r\ntwo boundary lines\r\n--b--\r\n",
+        _MULTIPART + "--b--\r\n--b\r\n\r\nafter the close\r\n--b--\r\n",
+        _MULTIPART + "--b\r\nContent-Type: message/rfc822\r\n\r\nSubject: in\r\n\r\nx\r\n--b--\r\n",
+        'Content-Type: multipart/digest; boundary="b"\r\n\r\n--b\r\n\r\nSubject: x\r\n--b--\r\n',
+        "Content-Type: multipart/mixed\r\n\r\n--b\r\n\r\nno boundary parameter\r\n--b--\r\n",
+    ],
+)
+def test_what_the_stdlib_reads_its_own_way_is_left_to_it(text: str) -> None:
+    assert read_tree(text) is None
+
+
+def test_eight_bit_text_keeps_its_bytes_as_surrogate_escapes() -> None:
+    raw = "Subject: café\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nnaïve\r\n".encode()
+    tree = _same_or_declined(raw)
+    assert tree is not None
+    assert tree.get_payload(decode=True) == "naïve\r\n".encode()
