@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import ARRAY, any_, bindparam, delete, select, tuple_
 
 from posthaste.core.cursors import Position
 from posthaste.core.models import Suppression
-from posthaste.storage._dialect import among, insert_for
+from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import suppressions
 
@@ -55,14 +55,31 @@ async def get_by_id(tx: Tx, team_id: str, item_id: str) -> Suppression | None:
     return _suppression(row) if row else None
 
 
+def _listed_query(addresses: Any) -> Any:
+    return select(suppressions.c.email).where(
+        suppressions.c.team_id == bindparam("team_id"), addresses
+    )
+
+
+# Built once per dialect: the send path asks for every group it stores, and building the
+# statement (and its cache key) cost more than running it.
+_LISTED = {
+    "postgresql": _listed_query(  # one text for any count: asyncpg's prepared statement is reused
+        suppressions.c.email == any_(bindparam("emails", type_=ARRAY(suppressions.c.email.type)))
+    ),
+    "sqlite": _listed_query(suppressions.c.email.in_(bindparam("emails", expanding=True))),
+}
+
+
 async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
     """Which of ``addresses`` (lookup form) are suppressed for the team."""
     if not addresses:
         return []
-    query = select(suppressions.c.email).where(
-        suppressions.c.team_id == team_id, among(tx, suppressions.c.email, addresses)
-    )
-    return [r.email for r in await tx.conn.execute(query)]
+    query = _LISTED[tx.conn.dialect.name]
+    return [
+        r.email
+        for r in await tx.conn.execute(query, {"team_id": team_id, "emails": list(addresses)})
+    ]
 
 
 async def list_page(
