@@ -156,7 +156,7 @@ async def run(
         target = RawTarget(db, team.id, requests)
         single = await _insert_for(
             target,
-            f"raw insert, 1 email/tx, {single_concurrency} writers",
+            f"raw insert, 1 email/write, {single_concurrency} writers",
             1,
             single_concurrency,
             duration,
@@ -164,7 +164,7 @@ async def run(
         )
         batch = await _insert_for(
             target,
-            f"raw insert, {batch_size} emails/tx, {batch_concurrency} writers",
+            f"raw insert, {batch_size} emails/write, {batch_concurrency} writers",
             batch_size,
             batch_concurrency,
             duration,

@@ -73,7 +73,7 @@ def _find(results: list[Measurement], prefix: str) -> Measurement | None:
 def targets(results: list[Measurement]) -> list[dict[str, Any]]:
     """Each target with what was reached and whether it was met (absent parts are skipped)."""
     found: list[dict[str, Any]] = []
-    raw_single = _find(results, "raw insert, 1 email/tx")
+    raw_single = _find(results, "raw insert, 1 email/write")
     single = _find(results, "POST /emails,")
     if raw_single and single and raw_single.emails_per_s:
         share = single.emails_per_s / raw_single.emails_per_s
