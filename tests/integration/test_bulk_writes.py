@@ -13,6 +13,7 @@ from posthaste.core.ids import new_id
 from posthaste.storage import bulk
 from posthaste.storage.tables import api_keys, events, jobs, teams
 from tests.conftest import Tenant
+from tests.integration.rows import api_key_row, job_row
 
 
 def _event(team_id: str, data: Any, email_id: str | None = None) -> dict[str, Any]:
@@ -23,17 +24,6 @@ def _event(team_id: str, data: Any, email_id: str | None = None) -> dict[str, An
         "email_id": email_id,
         "created_at": 1,
         "data": data,
-    }
-
-
-def _job(team_id: str, attempts: int = 0) -> dict[str, Any]:
-    return {
-        "kind": "deliver_email",
-        "ref": new_id(),
-        "team_id": team_id,
-        "available_at": 5,
-        "attempts": attempts,
-        "created_at": 1,
     }
 
 
@@ -105,7 +95,7 @@ async def test_writes_belong_to_the_callers_transaction(services: Services, tena
 async def test_updates_match_on_every_key_and_the_last_row_of_a_key_wins(
     services: Services, tenant: Tenant
 ) -> None:
-    first, second, untouched = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
+    first, second, untouched = (job_row(tenant.team.id, attempts=n) for n in (1, 2, 3))
     one, two, _ = await _stored(services, first, second, untouched)
     changes = [
         {"id": one, "attempts": 1, "available_at": 10, "locked_by": "w"},
@@ -123,7 +113,7 @@ async def test_updates_match_on_every_key_and_the_last_row_of_a_key_wins(
 async def test_deletes_take_only_rows_matching_every_column(
     services: Services, tenant: Tenant
 ) -> None:
-    gone, fenced, kept = (_job(tenant.team.id, attempts=n) for n in (1, 2, 3))
+    gone, fenced, kept = (job_row(tenant.team.id, attempts=n) for n in (1, 2, 3))
     gone_id, fenced_id, _ = await _stored(services, gone, fenced, kept)
     async with services.db.transaction() as tx:
         await bulk.delete_rows(
@@ -155,19 +145,6 @@ def _team() -> dict[str, Any]:
     return {"id": new_id(), "name": new_id(), "rate_limit": 0, "daily_quota": 0, "created_at": 1}
 
 
-def _key(team_id: str) -> dict[str, Any]:
-    return {
-        "id": new_id(),
-        "team_id": team_id,
-        "name": "k",
-        "token_hash": new_id(),
-        "token_hint": "ph_",
-        "mode": "live",
-        "permission": "full_access",
-        "created_at": 1,
-    }
-
-
 async def _teams_and_keys(services: Services) -> tuple[set[str], set[str]]:
     async with services.db.read() as tx:
         team_ids = set((await tx.conn.execute(select(teams.c.id))).scalars())
@@ -179,7 +156,7 @@ async def test_several_tables_in_one_write_parents_and_children_together(
     services: Services,
 ) -> None:
     team = _team()
-    keys = [_key(team["id"]), _key(team["id"])]
+    keys = [api_key_row(team["id"]), api_key_row(team["id"])]
     async with services.db.transaction() as tx:
         await bulk.insert_tables(tx, [(teams, [team]), (api_keys, keys), (events, [])])
     team_ids, key_ids = await _teams_and_keys(services)
@@ -191,7 +168,7 @@ async def test_a_broken_reference_in_a_several_table_write_stores_none_of_it(
     services: Services,
 ) -> None:
     team = _team()
-    orphan = _key(new_id())  # no such team
+    orphan = api_key_row(new_id())  # no such team
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         async with services.db.transaction() as tx:
             await bulk.insert_tables(tx, [(teams, [team]), (api_keys, [orphan])])

@@ -27,6 +27,7 @@ from posthaste.storage.database import (
 )
 from posthaste.storage.tables import api_keys, events, jobs, webhook_deliveries, webhooks
 from tests.conftest import Tenant
+from tests.integration.rows import api_key_row, job_row
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
 Unit = Callable[[Database], AbstractAsyncContextManager[Tx]]
@@ -34,17 +35,6 @@ UNITS: dict[str, Unit] = {
     "transaction": lambda db: db.transaction(),
     "autocommit": lambda db: db.autocommit(),
 }
-
-
-def _job(team_id: str) -> dict[str, Any]:
-    return {
-        "kind": "deliver_email",
-        "ref": new_id(),
-        "team_id": team_id,
-        "available_at": 1,
-        "attempts": 0,
-        "created_at": 1,
-    }
 
 
 def _webhook(team_id: str, subscribed: list[str]) -> dict[str, Any]:
@@ -95,7 +85,7 @@ async def test_the_write_wakes_every_process_with_what_it_owes(
     heard_here, heard_there = _listen(services.db), _listen(other.db)
     event = Event(new_id(), team, "email.queued", None, 1, {})
     async with UNITS[unit](services.db) as tx:
-        also = [jobs_repo.enqueued(tx, [_job(team)])]
+        also = [jobs_repo.enqueued(tx, [job_row(team)])]
         await events_repo.insert_events(tx, [event], also)
     assert all(flag.is_set() for flag in heard_here.values())  # this process: at once
     for flag in heard_there.values():  # another process: through NOTIFY
@@ -127,21 +117,12 @@ async def test_a_failing_write_stores_nothing_and_wakes_no_one(
     services: Services, tenant: Tenant, unit: str
 ) -> None:
     team = tenant.team.id
-    orphan_key = {
-        "id": new_id(),
-        "team_id": new_id(),  # no such team
-        "name": "k",
-        "token_hash": new_id(),
-        "token_hint": "ph_",
-        "mode": "live",
-        "permission": "full_access",
-        "created_at": 1,
-    }
+    orphan_key = api_key_row(new_id())  # no such team
     event = Event(new_id(), team, "email.sent", None, 1, {})
     heard = _listen(services.db)
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         async with UNITS[unit](services.db) as tx:
-            also = [jobs_repo.enqueued(tx, [_job(team)]), (api_keys, [orphan_key])]
+            also = [jobs_repo.enqueued(tx, [job_row(team)]), (api_keys, [orphan_key])]
             await events_repo.insert_events(tx, [event], also)
     assert not any(flag.is_set() for flag in heard.values())
     assert [await _count(services, t, team) for t in (events, jobs)] == [0, 0]

@@ -74,3 +74,10 @@ def part(draw: st.DrawFn, depth: int = 0) -> list[str]:
         lines.append(f"--{boundary}{close}")
     lines += draw(st.lists(WORDS, max_size=2))  # epilogue
     return lines
+
+
+def generated_message(lines: list[str], eol: str, final_eol: bool) -> bytes:
+    """A message of ``part()``'s lines, joined by ``eol``."""
+    return ("From: a@example.com" + eol + eol.join(lines) + (eol if final_eol else "")).encode(
+        "ascii"
+    )

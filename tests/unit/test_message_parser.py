@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posthaste.core.message_parser import parse_message
-from tests.unit.mime_samples import EOL, part, sample, shape
+from tests.unit.mime_samples import EOL, generated_message, part, sample, shape
 
 _STDLIB = BytesParser(policy=compat32)
 
@@ -55,8 +55,7 @@ def test_no_regex_is_compiled_for_a_new_boundary(monkeypatch: pytest.MonkeyPatch
 def test_any_multipart_reads_as_the_stdlib_reads_it(
     lines: list[str], eol: str, final_eol: bool
 ) -> None:
-    text = "From: a@example.com" + eol + eol.join(lines) + (eol if final_eol else "")
-    _same_as_stdlib(text.encode("ascii"))
+    _same_as_stdlib(generated_message(lines, eol, final_eol))
 
 
 @given(raw=st.binary(max_size=300))

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posthaste.core.mime_tree import read_tree
-from tests.unit.mime_samples import EOL, part, sample, shape
+from tests.unit.mime_samples import EOL, generated_message, part, sample, shape
 
 _STDLIB = BytesParser(policy=compat32)
 
@@ -90,8 +90,7 @@ def test_mail_as_programs_write_it_is_built_here(contents: dict[str, Any]) -> No
 def test_any_multipart_is_read_as_the_stdlib_reads_it_or_declined(
     lines: list[str], eol: str, final_eol: bool
 ) -> None:
-    text = "From: a@example.com" + eol + eol.join(lines) + (eol if final_eol else "")
-    _same_or_declined(text.encode("ascii"))
+    _same_or_declined(generated_message(lines, eol, final_eol))
 
 
 @given(raw=st.binary(max_size=300))

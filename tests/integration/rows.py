@@ -1,0 +1,31 @@
+"""Table rows for the storage tests that write through ``storage.bulk`` directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from posthaste.core.ids import new_id
+
+
+def job_row(team_id: str, attempts: int = 0) -> dict[str, Any]:
+    return {
+        "kind": "deliver_email",
+        "ref": new_id(),
+        "team_id": team_id,
+        "available_at": 5,
+        "attempts": attempts,
+        "created_at": 1,
+    }
+
+
+def api_key_row(team_id: str) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "name": "k",
+        "token_hash": new_id(),
+        "token_hint": "ph_",
+        "mode": "live",
+        "permission": "full_access",
+        "created_at": 1,
+    }
