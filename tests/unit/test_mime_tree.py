@@ -116,6 +116,8 @@ _MULTIPART = 'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
         _MULTIPART + "--b\r\nContent-Type: message/rfc822\r\n\r\nSubject: in\r\n\r\nx\r\n--b--\r\n",
         'Content-Type: multipart/digest; boundary="b"\r\n\r\n--b\r\n\r\nSubject: x\r\n--b--\r\n',
         "Content-Type: multipart/mixed\r\n\r\n--b\r\n\r\nno boundary parameter\r\n--b--\r\n",
+        _MULTIPART.replace("\r\n\r\n", "\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+        + "--b\r\n\r\nan encoded multipart: a defect for the stdlib\r\n--b--\r\n",
     ],
 )
 def test_what_the_stdlib_reads_its_own_way_is_left_to_it(text: str) -> None:

@@ -33,6 +33,7 @@ _HEADER_NAME = re.compile(r"[\x21-\x39\x3b-\x7e]+:")
 # After ``--boundary`` on a boundary line (the stdlib parser's pattern, past its separator).
 _AFTER_SEPARATOR = re.compile(r"(?P<end>--)?[ \t]*(?:\r\n|\r|\n)?$")
 _DEPTH = 20  # deeper nesting than real mail has: leave it to the stdlib
+_MULTIPART_CTES = ("7bit", "8bit", "binary")  # RFC 2045 6.4
 
 
 def read_tree(text: str) -> Message | None:
@@ -66,6 +67,8 @@ def _multipart(message: Message, body: str, depth: int) -> Message | None:
     boundary = message.get_boundary()
     if not boundary or depth >= _DEPTH or message.get_content_subtype() == "digest":
         return None
+    if str(message.get("content-transfer-encoding", "8bit")).lower() not in _MULTIPART_CTES:
+        return None  # the stdlib records a defect for it
     parts = _parts(body, "--" + boundary)
     if parts is None:
         return None
