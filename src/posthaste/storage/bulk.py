@@ -36,6 +36,8 @@ from posthaste.storage.database import Tx
 
 Row = Mapping[str, Any]
 TableRows = tuple[Table, Sequence[Row]]
+Part = tuple[Table, tuple[str, ...], Sequence[Row]]  # one INSERT: a table, its columns, rows
+Shape = tuple[tuple[Table, tuple[str, ...]], ...]  # what an INSERT statement's text depends on
 _Processor = Callable[[Any], Any] | None
 
 
@@ -59,10 +61,6 @@ async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
     await tx.conn.exec_driver_sql(sql, tuple(insert_params(parts, processors)))
 
 
-Part = tuple[Table, tuple[str, ...], Sequence[Row]]
-Shape = tuple[tuple[Table, tuple[str, ...]], ...]
-
-
 def insert_parts(tables: Sequence[TableRows]) -> list[Part]:
     """The INSERTs ``tables`` need: one per table and set of keys, in order."""
     return [
@@ -78,14 +76,13 @@ def shape_of(parts: Sequence[Part]) -> Shape:
 
 
 @functools.cache
-def inserts(
-    dialect: Dialect, shape: Shape, first: int = 1
-) -> tuple[list[str], list[list[_Processor]]]:
-    """``INSERT … SELECT * FROM unnest(…)`` for each part of ``shape``, its parameters numbered
-    from ``first`` on (for statements that go on with parts of their own), and the bind
-    processors of each part's columns (``insert_params``)."""
+def inserts(dialect: Dialect, shape: Shape) -> tuple[list[str], list[list[_Processor]]]:
+    """``INSERT … SELECT * FROM unnest(…)`` for each part of ``shape``, their parameters
+    numbered from ``$1`` in order (a statement may go on with parts of its own after them), and
+    the bind processors of each part's columns (``insert_params``)."""
     statements: list[str] = []
     processors: list[list[_Processor]] = []
+    first = 1
     for table, columns in shape:
         source, column_processors = unnest(dialect, table, columns, first)
         statements.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {source}")
