@@ -130,9 +130,7 @@ class SendingService:
         """
         now = now_ms()
         results: list[list[Outcome]] = []
-        writes_more = any(
-            s.idempotency_key is not None or s.principal.team.daily_quota > 0 for s in submissions
-        )
+        writes_more = any(_writes_besides_emails(s) for s in submissions)
         unit = self.db.transaction() if writes_more else self.db.autocommit()
         async with unit as tx:
             candidates = [
@@ -233,6 +231,11 @@ def _drop_suppressed(
         else:
             kept.append((index, candidate))
     return kept
+
+
+def _writes_besides_emails(submission: _Submission) -> bool:
+    """Whether ``_finish_submission`` will write for it (a quota count, a stored response)."""
+    return submission.idempotency_key is not None or submission.principal.team.daily_quota > 0
 
 
 async def _finish_submission(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ARRAY, any_, bindparam, delete, select, tuple_
+from sqlalchemy import bindparam, delete, select, tuple_
 
 from posthaste.core.cursors import Position
 from posthaste.core.models import Suppression
-from posthaste.storage._dialect import insert_for
+from posthaste.storage._dialect import among_bound, insert_for
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import suppressions
 
@@ -55,19 +55,13 @@ async def get_by_id(tx: Tx, team_id: str, item_id: str) -> Suppression | None:
     return _suppression(row) if row else None
 
 
-def _listed_query(addresses: Any) -> Any:
-    return select(suppressions.c.email).where(
-        suppressions.c.team_id == bindparam("team_id"), addresses
-    )
-
-
 # Built once per dialect: the send path asks for every group it stores, and building the
 # statement (and its cache key) cost more than running it.
 _LISTED = {
-    "postgresql": _listed_query(  # one text for any count: asyncpg's prepared statement is reused
-        suppressions.c.email == any_(bindparam("emails", type_=ARRAY(suppressions.c.email.type)))
-    ),
-    "sqlite": _listed_query(suppressions.c.email.in_(bindparam("emails", expanding=True))),
+    dialect: select(suppressions.c.email).where(
+        suppressions.c.team_id == bindparam("team_id"), listed
+    )
+    for dialect, listed in among_bound(suppressions.c.email, "emails").items()
 }
 
 
