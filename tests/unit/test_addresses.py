@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 
 import pytest
+from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -421,3 +422,36 @@ def test_parse_address_raises_only_validation_error(value: str) -> None:
         exc.message.encode("utf-8")
     else:
         assert parse_address(address.formatted(), "to") == address
+
+
+# The common address is checked with its domain validated once per domain (``_checked_plain``);
+# it must say what email_validator says of the whole address, or leave the address to it.
+_plain_locals = st.one_of(
+    _local_parts,
+    st.text(alphabet=_ATEXT + ".", min_size=1, max_size=70),  # dots anywhere, lengths near 64
+    st.sampled_from(["Postmaster", "ABUSE", "hostmaster", "x" * 64, "x" * 65]),
+)
+_plain_domains = st.one_of(
+    _domains,
+    st.text(alphabet=string.ascii_letters + string.digits + ".-_ü[]()<> \t", max_size=30),
+    st.sampled_from(["localhost", "x.local", "a.invalid", "[1.2.3.4]", "EXAMPLE.COM", "ü.de"]),
+    st.integers(min_value=150, max_value=260).map(lambda n: ("a" * 60 + ".") * (n // 61) + "com"),
+)
+
+
+@settings(max_examples=1000)
+@given(local=_plain_locals, domain=_plain_domains)
+@example(local="a" * 64, domain=("b" * 62 + ".") * 3 + "com")  # 253 characters in all: too long
+@example(local="a" * 60, domain=("b" * 62 + ".") * 3 + "de")  # 252
+@example(local="Postmaster", domain="example.com")  # email_validator lowercases it
+def test_plain_addresses_are_checked_as_email_validator_checks_them(
+    local: str, domain: str
+) -> None:
+    from posthaste.core.addresses import _checked_plain, _validated
+
+    full = _validated(f"{local}@{domain}")
+    fast = _checked_plain(local, domain)
+    assert fast is None or fast == full
+    lowercased = local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES  # left to email_validator
+    if local.isascii() and isinstance(full, tuple) and len(local) < 50 and not lowercased:
+        assert fast == full  # the common case does take the shortcut

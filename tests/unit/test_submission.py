@@ -197,3 +197,36 @@ def test_only_the_control_lines_leave_the_message(
     request = parse_submission(submitted, ["ann@example.com"], NOW).request
     assert request.raw == ("".join(lines) + "\r\n" + text).encode()
     assert request.tags == {"a": "1", "b": "2"}
+
+
+_ATEXT = "abcXYZ019!#$%&'*+/=?^_`{|}~-"
+_atoms = st.text(alphabet=_ATEXT, min_size=1, max_size=6)
+_addr_specs = st.builds(
+    lambda local, domain: f"{'.'.join(local)}@{'.'.join(domain)}",
+    st.lists(_atoms, min_size=1, max_size=3),
+    st.lists(st.text(alphabet="ab-09", min_size=1, max_size=5), min_size=1, max_size=3),
+)
+_mailbox_texts = st.one_of(
+    _addr_specs,
+    st.builds(  # Name <addr>, "Name" <addr>, <addr>, with any spacing
+        lambda name, space, addr: f"{name}{space}<{addr}>",
+        st.one_of(
+            st.just(""),
+            st.lists(_atoms, min_size=1, max_size=3).map(" ".join),
+            st.text(alphabet=_ATEXT + ' ,.;:<>@()[]\\"', max_size=10).map(lambda t: f'"{t}"'),
+            st.text(alphabet=_ATEXT + " \t.", max_size=12),
+        ),
+        st.sampled_from(["", " ", "  ", "\t"]),
+        _addr_specs,
+    ),
+    st.text(alphabet=_ATEXT + ' \t<>@.,;:"()[]\\', max_size=30),  # anything at all
+)
+
+
+@given(text=_mailbox_texts)
+def test_mailboxes_are_read_as_getaddresses_reads_them(text: str) -> None:
+    from email.utils import getaddresses
+
+    from posthaste.core.submission import _mailbox_pairs
+
+    assert _mailbox_pairs(text) == getaddresses([text])

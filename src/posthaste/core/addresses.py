@@ -24,11 +24,18 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 
 import idna
-from email_validator import EmailNotValidError, validate_email
+from email_validator import EmailNotValidError, ValidatedEmail, validate_email
+from email_validator.rfc_constants import (
+    CASE_INSENSITIVE_MAILBOX_NAMES,
+    DOT_ATOM_TEXT,
+    EMAIL_MAX_LENGTH,
+    LOCAL_PART_MAX_LENGTH,
+)
 
 from posthaste.core.text import describe_character, json_type, shorten
 from posthaste.errors import ValidationError
@@ -243,21 +250,75 @@ def _checked_addr_spec(addr_spec: str) -> tuple[str, str] | _Refused:
         return _Refused("missing '@'")
     if at_signs > 1:
         return _Refused("more than one '@'")
+    local, _, domain = addr_spec.partition("@")
+    return _checked_plain(local, domain) or _validated(addr_spec)
+
+
+_CASE_INSENSITIVE = frozenset(CASE_INSENSITIVE_MAILBOX_NAMES)
+# A domain part email_validator splits off as we do: no white space, quotes, brackets or other
+# specials (what has them goes the whole way through ``_validated``).
+_PLAIN_DOMAIN = re.compile(r'[^\s"(),:;<>@\[\\\]]+\Z')
+
+
+def _checked_plain(local: str, domain: str) -> tuple[str, str] | None:
+    """The common address, by email_validator's own rules with its domain validated once per
+    domain rather than once per address: an ASCII dot-atom local part of at most 64 characters
+    that email_validator keeps as given (not one of the RFC 2142 names it lowercases), at a
+    domain it accepts, within its length limit. None: anything else (``_validated`` decides).
+
+    A new recipient each time at a domain seen before is the send path's usual case; the full
+    validation costs ~30-60 µs of which almost all is the domain's (IDNA, reserved names)."""
+    if (
+        len(local) > LOCAL_PART_MAX_LENGTH
+        or DOT_ATOM_TEXT.match(local) is None
+        or local.lower() in _CASE_INSENSITIVE
+    ):
+        return None
+    forms = _domain_forms(domain)
+    if forms is None:
+        return None
+    # email_validator's length rule, on the three forms it checks (the local part is ASCII).
+    if len(local) + 1 + max(len(form.encode()) for form in forms[:3]) > EMAIL_MAX_LENGTH:
+        return None
+    return local, forms[3]
+
+
+@functools.lru_cache(maxsize=1024)
+def _domain_forms(domain: str) -> tuple[str, str, str, str] | None:
+    """A domain part as given, as email_validator normalizes it (Unicode and ASCII), and its
+    A-label; None when it is refused (``_validated`` then says why, for the whole address)."""
+    if _PLAIN_DOMAIN.match(domain) is None:
+        return None
     try:
-        checked = validate_email(
-            addr_spec,
-            check_deliverability=False,
-            allow_smtputf8=True,
-            test_environment=True,
-            globally_deliverable=True,
-            strict=True,
-        )
+        checked = _validate("a@" + domain)
+        return domain, checked.domain, checked.ascii_domain, _a_label(checked.domain)
+    except (EmailNotValidError, idna.IDNAError):
+        return None
+
+
+def _validated(addr_spec: str) -> tuple[str, str] | _Refused:
+    """``local@domain`` checked by email_validator (no DNS) with our rules."""
+    try:
+        checked = _validate(addr_spec)
     except EmailNotValidError as exc:
         return _Refused(_as_reason(str(exc)), exc.with_traceback(None))
     try:
         return checked.local_part, _a_label(checked.domain)
     except idna.IDNAError as exc:
         return _Refused(f"the domain is not valid IDNA ({exc})", exc.with_traceback(None))
+
+
+def _validate(addr_spec: str) -> ValidatedEmail:
+    """email_validator's syntax checks with our rules: no DNS, SMTPUTF8 local parts allowed,
+    RFC 2606/6761 test domains accepted, other special-use domains refused, RFC lengths."""
+    return validate_email(
+        addr_spec,
+        check_deliverability=False,
+        allow_smtputf8=True,
+        test_environment=True,
+        globally_deliverable=True,
+        strict=True,
+    )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -25,6 +25,8 @@ import itertools
 import re
 from email.message import Message
 
+from posthaste.core import mime_params
+
 __all__ = ["read_tree"]
 
 _BARE_CR = re.compile(r"\r(?!\n)")
@@ -64,7 +66,7 @@ def _entity(text: str, depth: int) -> Message | None:
 
 
 def _multipart(message: Message, body: str, depth: int) -> Message | None:
-    boundary = message.get_boundary()
+    boundary = mime_params.boundary(message)
     if not boundary or depth >= _DEPTH or message.get_content_subtype() == "digest":
         return None
     if str(message.get("content-transfer-encoding", "8bit")).lower() not in _MULTIPART_CTES:

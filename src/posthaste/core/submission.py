@@ -33,6 +33,7 @@ from email.message import Message
 from email.utils import format_datetime, getaddresses
 from typing import Any
 
+from posthaste.core import mime_params
 from posthaste.core.addresses import Address, parse_address
 from posthaste.core.ids import new_id
 from posthaste.core.message_parser import parse_message
@@ -54,6 +55,11 @@ _CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")
 # encoded filenames).
 _HEADERS = email.policy.default
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_ADDR_SPEC = rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+_SIMPLE_MAILBOX = re.compile(
+    rf'(?:({_ATOM}(?:[ \t]+{_ATOM})*)[ \t]*|"([^"\\\r\n]*)"[ \t]*)?<({_ADDR_SPEC})>|({_ADDR_SPEC})'
+)
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ def _mailboxes(message: Message, name: str) -> list[Address]:
     found: list[Address] = []
     for value in _raw_values(message, name):
         if _is_plain(value):  # the common case, read without the (slow) header registry
-            pairs = getaddresses([_unfold(value)])
+            pairs = _mailbox_pairs(_unfold(value))
             found.extend(_mailbox(display, addr, name) for display, addr in pairs if addr)
             continue
         header = _HEADERS.header_factory(name, _header_text(value))
@@ -166,6 +172,18 @@ def _mailboxes(message: Message, name: str) -> list[Address]:
 
 def _mailbox(display: str, addr: str, name: str) -> Address:
     return replace(parse_address(addr, name.lower()), name=display.strip() or None)
+
+
+def _mailbox_pairs(text: str) -> list[tuple[str, str]]:
+    """``getaddresses``' (display name, addr-spec) pairs; one ``Name <addr>``, ``"Name" <addr>``
+    or ``addr`` (what nearly every message has) read by one regular expression, the same pair."""
+    match = _SIMPLE_MAILBOX.fullmatch(text)
+    if match is None:
+        return getaddresses([text])
+    words, quoted, bracketed, bare = match.groups()
+    if bare is not None:
+        return [("", bare)]
+    return [(" ".join(words.split()) if words else quoted or "", bracketed)]
 
 
 def _is_plain(value: str) -> bool:
@@ -272,7 +290,7 @@ def _decoded_text(part: Message) -> str:
     payload = part.get_payload(decode=True)
     octets = payload if isinstance(payload, bytes) else b""
     try:
-        text = octets.decode(part.get_content_charset("us-ascii"), "replace")
+        text = octets.decode(mime_params.charset(part, "us-ascii"), "replace")
     except LookupError:  # an unknown charset: keep what can be read
         text = octets.decode("utf-8", "replace")
     return text.replace("\r\n", "\n").replace("\x00", "")  # the record keeps LF
