@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import func, select
 
@@ -15,9 +16,11 @@ from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id
 from posthaste.core.models import Event
+from posthaste.errors import ServiceUnavailable
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import (
     EVENTS_CHANNEL,
     JOBS_CHANNEL,
@@ -126,3 +129,47 @@ async def test_a_failing_write_stores_nothing_and_wakes_no_one(
             await events_repo.insert_events(tx, [event], also)
     assert not any(flag.is_set() for flag in heard.values())
     assert [await _count(services, t, team) for t in (events, jobs)] == [0, 0]
+
+
+async def _backend(tx: Tx) -> int:
+    assert tx.driver is not None
+    return int(await tx.driver.fetchval("SELECT pg_backend_pid()"))
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_autocommit_keeps_its_connection_from_unit_to_unit(services: Services) -> None:
+    db = services.db
+    async with db.autocommit() as tx:
+        kept = await _backend(tx)
+    async with db.autocommit() as tx:
+        assert await _backend(tx) == kept
+    with pytest.raises(asyncpg.DivisionByZeroError):  # a failing statement: still usable
+        async with db.autocommit() as tx:
+            await tx.conn.execute(select(func.count()).select_from(jobs))  # SQLAlchemy's too
+            await tx.driver.fetchval("SELECT 1 / 0")  # type: ignore[union-attr]
+    async with db.autocommit() as tx:
+        assert await _backend(tx) == kept
+        assert not tx.conn.in_transaction()
+    async with db.autocommit() as tx:  # a second unit meanwhile takes one from the pool
+        async with db.autocommit() as other:
+            assert await _backend(other) != kept
+        assert await _backend(tx) == kept
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_lost_connection_is_a_503_and_replaced_at_the_next_unit(
+    services: Services, tenant: Tenant
+) -> None:
+    db = services.db
+    async with db.autocommit() as tx:
+        lost = await _backend(tx)
+    async with db.driver() as conn:
+        await conn.execute("SELECT pg_terminate_backend($1)", lost)
+    with pytest.raises(ServiceUnavailable):
+        async with db.autocommit() as tx:
+            await suppressions_repo.find_listed(tx, tenant.team.id, ["a@example.com"])
+    async with db.autocommit() as tx:
+        assert await _backend(tx) != lost
+        event = Event(new_id(), tenant.team.id, "email.sent", None, 1, {})
+        await events_repo.insert_events(tx, [event])
+    assert await _count(services, events, tenant.team.id) == 1

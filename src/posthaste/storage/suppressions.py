@@ -64,11 +64,17 @@ _LISTED = {
     for dialect, listed in among_bound(suppressions.c.email, "emails").items()
 }
 
+# The same, for an autocommit unit's driver connection (``Tx.driver``).
+_LISTED_PG = "SELECT email FROM suppressions WHERE team_id = $1 AND email = ANY($2::varchar[])"
+
 
 async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
     """Which of ``addresses`` (lookup form) are suppressed for the team."""
     if not addresses:
         return []
+    if tx.driver is not None:
+        rows = await tx.driver.fetch(_LISTED_PG, team_id, list(addresses))
+        return [row[0] for row in rows]
     query = _LISTED[tx.conn.dialect.name]
     return [
         r.email

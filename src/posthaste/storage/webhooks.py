@@ -205,7 +205,10 @@ async def insert_events_fanned_out(
         *channels,
         CHANNEL,
     )
-    fanned = (await tx.conn.exec_driver_sql(sql, params)).scalar()
+    if tx.driver is not None:
+        fanned = await tx.driver.fetchval(sql, *params)
+    else:
+        fanned = (await tx.conn.exec_driver_sql(sql, params)).scalar()
     for channel in channels:
         tx.notify(channel, sent=True)
     if fanned:
