@@ -156,20 +156,36 @@ async def test_autocommit_keeps_its_connection_from_unit_to_unit(services: Servi
         assert await _backend(tx) == kept
 
 
+async def _terminate(db: Database, backend: int) -> None:
+    async with db.driver() as conn:
+        await conn.execute("SELECT pg_terminate_backend($1)", backend)
+    await asyncio.sleep(0.2)  # the kept connection reads its end
+
+
 @pytest.mark.parametrize("backend", ["postgres"])
-async def test_a_lost_connection_is_a_503_and_replaced_at_the_next_unit(
+async def test_a_connection_lost_between_units_is_replaced(
     services: Services, tenant: Tenant
 ) -> None:
     db = services.db
     async with db.autocommit() as tx:
         lost = await _backend(tx)
-    async with db.driver() as conn:
-        await conn.execute("SELECT pg_terminate_backend($1)", lost)
-    with pytest.raises(ServiceUnavailable):
-        async with db.autocommit() as tx:
-            await suppressions_repo.find_listed(tx, tenant.team.id, ["a@example.com"])
+    await _terminate(db, lost)
     async with db.autocommit() as tx:
         assert await _backend(tx) != lost
         event = Event(new_id(), tenant.team.id, "email.sent", None, 1, {})
         await events_repo.insert_events(tx, [event])
     assert await _count(services, events, tenant.team.id) == 1
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_connection_lost_during_a_unit_is_a_503_and_replaced(
+    services: Services, tenant: Tenant
+) -> None:
+    db = services.db
+    with pytest.raises(ServiceUnavailable):
+        async with db.autocommit() as tx:
+            lost = await _backend(tx)
+            await _terminate(db, lost)
+            await suppressions_repo.find_listed(tx, tenant.team.id, ["a@example.com"])
+    async with db.autocommit() as tx:
+        assert await _backend(tx) != lost

@@ -118,10 +118,10 @@ class Database:
         On PostgreSQL the connection is kept from one unit to the next (the send path's group
         commit runs one unit at a time): checking a connection out of SQLAlchemy's pool, setting
         its isolation level and handing it back cost ~0.2 ms of CPU per unit, as much as storing
-        a group of one. An autocommit connection holds no transaction between units; one whose
-        unit failed with the connection itself (closed, invalidated, cancelled mid-statement) is
-        closed and replaced at the next unit. A unit that finds the kept connection in use takes
-        one from the pool as before."""
+        a group of one. An autocommit connection holds no transaction between units. One lost
+        during a unit (closed, invalidated, cancelled mid-statement) is closed and the unit's
+        error is a 503; one found closed is replaced before use. A unit that finds the kept
+        connection in use takes one from the pool as before."""
         if not self.is_postgres:
             async with self.transaction() as tx:
                 yield tx
@@ -139,15 +139,20 @@ class Database:
                 yield tx
                 await self._send_notifications(tx)
             except BaseException as exc:
-                if not isinstance(exc, Exception) or tx.conn.invalidated or _gone(tx.driver):
+                lost = tx.conn.invalidated or _gone(tx.driver)
+                if lost or not isinstance(exc, Exception):
                     await self._drop_held()
                 else:
                     await self._end_unit(tx.conn)
+                if lost and isinstance(exc, Exception) and not isinstance(exc, ServiceUnavailable):
+                    raise ServiceUnavailable("The database connection was lost; retry.") from exc
                 raise
             await self._end_unit(tx.conn)
         self._fire_all(tx)
 
     async def _held_tx(self) -> Tx:
+        if self._held is not None and _gone(self._held[1]):  # lost since the last unit
+            await self._drop_held()
         if self._held is None:
             conn = await self.engine.connect()
             try:
