@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posthaste import errors
@@ -223,6 +223,7 @@ _mailbox_texts = st.one_of(
 )
 
 
+@settings(max_examples=500)
 @given(text=_mailbox_texts)
 def test_mailboxes_are_read_as_getaddresses_reads_them(text: str) -> None:
     from email.utils import getaddresses
