@@ -30,12 +30,3 @@ def among(tx: Tx, column: Any, values: Collection[Any]) -> Any:
         name = f"{column.table.name}_{column.name}_any"
         return column == any_(bindparam(name, list(values), type_=ARRAY(column.type)))
     return column.in_(list(values))
-
-
-def among_bound(column: Any, name: str) -> dict[str, Any]:
-    """``among`` for a statement built once, its values bound at each execution
-    (``{name: [...]}``): the condition per dialect name."""
-    return {
-        "postgresql": column == any_(bindparam(name, type_=ARRAY(column.type))),
-        "sqlite": column.in_(bindparam(name, expanding=True)),
-    }

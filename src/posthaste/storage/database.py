@@ -60,6 +60,13 @@ class Tx:
         if sent:
             self._sent.add(channel)
 
+    async def fetch_pg(self, sql: str, *params: Any) -> list[Any]:
+        """PostgreSQL: the rows of ``sql`` (asyncpg's ``$n`` parameters), on ``driver`` when
+        the unit has one, else through ``conn`` (which begins the unit's transaction first)."""
+        if self.driver is not None:
+            return list(await self.driver.fetch(sql, *params))
+        return list((await self.conn.exec_driver_sql(sql, params)).all())
+
     def unsent(self) -> list[str]:
         """The channels to wake that no statement has notified yet, in a stable order."""
         return sorted(self.channels - self._sent)
@@ -276,10 +283,7 @@ class Database:
     async def close(self) -> None:
         self._closing = True
         async with self._held_lock:
-            held, self._held = self._held, None
-            if held is not None:
-                with contextlib.suppress(Exception):
-                    await held[0].close()
+            await self._drop_held()
         if self._listen_conn is not None:
             await self._listen_conn.close()
             self._listen_conn = None

@@ -9,7 +9,7 @@ from sqlalchemy import bindparam, delete, select, tuple_
 
 from posthaste.core.cursors import Position
 from posthaste.core.models import Suppression
-from posthaste.storage._dialect import among_bound, insert_for
+from posthaste.storage._dialect import insert_for, is_postgres
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import suppressions
 
@@ -55,31 +55,24 @@ async def get_by_id(tx: Tx, team_id: str, item_id: str) -> Suppression | None:
     return _suppression(row) if row else None
 
 
-# Built once per dialect: the send path asks for every group it stores, and building the
-# statement (and its cache key) cost more than running it.
-_LISTED = {
-    dialect: select(suppressions.c.email).where(
-        suppressions.c.team_id == bindparam("team_id"), listed
-    )
-    for dialect, listed in among_bound(suppressions.c.email, "emails").items()
-}
-
-# The same, for an autocommit unit's driver connection (``Tx.driver``).
+# The send path asks for every group it stores. PostgreSQL: one text, run on the unit's driver
+# connection when it has one (``Tx.fetch_pg``); SQLite: built once (building the statement and
+# its cache key cost more than running it).
 _LISTED_PG = "SELECT email FROM suppressions WHERE team_id = $1 AND email = ANY($2::varchar[])"
+_LISTED_SQLITE = select(suppressions.c.email).where(
+    suppressions.c.team_id == bindparam("team_id"),
+    suppressions.c.email.in_(bindparam("emails", expanding=True)),
+)
 
 
 async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
     """Which of ``addresses`` (lookup form) are suppressed for the team."""
     if not addresses:
         return []
-    if tx.driver is not None:
-        rows = await tx.driver.fetch(_LISTED_PG, team_id, list(addresses))
-        return [row[0] for row in rows]
-    query = _LISTED[tx.conn.dialect.name]
-    return [
-        r.email
-        for r in await tx.conn.execute(query, {"team_id": team_id, "emails": list(addresses)})
-    ]
+    if is_postgres(tx):
+        return [row[0] for row in await tx.fetch_pg(_LISTED_PG, team_id, list(addresses))]
+    params = {"team_id": team_id, "emails": list(addresses)}
+    return [row.email for row in await tx.conn.execute(_LISTED_SQLITE, params)]
 
 
 async def list_page(

@@ -205,10 +205,7 @@ async def insert_events_fanned_out(
         *channels,
         CHANNEL,
     )
-    if tx.driver is not None:
-        fanned = await tx.driver.fetchval(sql, *params)
-    else:
-        fanned = (await tx.conn.exec_driver_sql(sql, params)).scalar()
+    [(fanned, *_)] = await tx.fetch_pg(sql, *params)
     for channel in channels:
         tx.notify(channel, sent=True)
     if fanned:
