@@ -1,7 +1,7 @@
 """The baseline: the rows of accepted emails inserted straight into the database.
 
-Same rows as ``services.sending._store`` writes for one accepted email (emails,
-email_recipients, email_tags, events, jobs), through the same repository helpers, the same
+The same write as ``services.sending`` makes for accepted emails (``emails.store_accepted``:
+the emails with their recipients, tags and subjects, first events and jobs), the same
 ``Database`` (SQLAlchemy async engine, pool, SQLite write lock and ``BEGIN IMMEDIATE``,
 PostgreSQL ``pg_notify`` in the statement) and ``Database.autocommit()`` as a group of
 accepted emails without a quota or an idempotency key is written -- but without HTTP,
@@ -14,25 +14,20 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from bench import cpu, payload
 from bench.stats import Measurement, Recorder
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.mime import make_message_id
-from posthaste.core.models import Email, Event, KeyMode
+from posthaste.core.models import Email, Event, KeyMode, NewEmail, NewJob
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
 from posthaste.services.sending import DELIVER_JOB
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
-from posthaste.storage import events as events_repo
-from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
-
-Rows = dict[str, list[dict[str, Any]]]
 
 
 def _email(request: SendRequest, team_id: str, now: int) -> Email:
@@ -66,24 +61,21 @@ def _email(request: SendRequest, team_id: str, now: int) -> Email:
     )
 
 
-def build_rows(
+def build_accepted(
     requests: list[SendRequest], team_id: str
-) -> tuple[Rows, list[Event], list[dict[str, Any]]]:
-    """Rows per table and job rows for ``requests``, fresh ids each time."""
+) -> tuple[list[NewEmail], list[Event], list[NewJob], int]:
+    """What the send path stores for ``requests``, fresh ids each time."""
     now = now_ms()
-    rows: Rows = {"emails": [], "email_recipients": [], "email_tags": []}
+    accepted: list[NewEmail] = []
     events: list[Event] = []
-    job_rows: list[dict[str, Any]] = []
+    jobs: list[NewJob] = []
     for request in requests:
         email = _email(request, team_id, now)
-        rows["emails"].append(emails_repo.email_row(email, request.from_.lookup_key))
-        rows["email_recipients"].extend(emails_repo.recipient_rows(email, request.recipients()))
-        rows["email_tags"].extend(emails_repo.tag_rows(email))
+        accepted.append(NewEmail(email, request.from_.lookup_key, request.recipients(), [], None))
         data = email_event_data(email)
-        event = Event(new_id(), team_id, email.last_event, email.id, now, data)
-        events.append(event)
-        job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, team_id, now, now))
-    return rows, events, job_rows
+        events.append(Event(new_id(), team_id, email.last_event, email.id, now, data))
+        jobs.append(NewJob(DELIVER_JOB, email.id, team_id, now))
+    return accepted, events, jobs, now
 
 
 @dataclass
@@ -106,11 +98,10 @@ async def _writer(
     while time.perf_counter() < window_end:
         chosen = [pool[(index + i) % len(pool)] for i in range(per_tx)]
         index += per_tx
-        rows, events, job_rows = build_rows(chosen, target.team_id)
+        accepted, events, jobs, now = build_accepted(chosen, target.team_id)
         start = time.perf_counter()
         async with target.db.autocommit() as tx:
-            also = [*emails_repo.tables_of(rows), jobs_repo.enqueued(tx, job_rows)]
-            await events_repo.insert_events(tx, events, also)
+            await emails_repo.store_accepted(tx, accepted, events, jobs, now)
         if start >= window_start:
             recorder.add(start, time.perf_counter(), per_tx)
 

@@ -44,7 +44,9 @@ from bench.server import SECRET_KEY, Backend, free_port, prepared, pythonpath
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import sign_message
-from posthaste.core.models import KeyMode
+from posthaste.core.ids import now_ms
+from posthaste.core.models import KeyMode, Origin
+from posthaste.core.send_request import parse_send_request
 from posthaste.storage.tables import emails
 
 KEY = make_key("acme.test")
@@ -232,7 +234,9 @@ async def pipeline(
 
     async def acceptor(batches: int) -> None:
         for _ in range(batches):
-            await services.sending.accept_batch(principal, bodies)
+            now = now_ms()  # parsed each time, as the batch endpoint does
+            requests = [parse_send_request(body, now) for body in bodies]
+            await services.sending.accept_batch(principal.sender, Origin.BATCH, requests)
 
     accepting = asyncio.gather(*(acceptor(count // BATCH // acceptors) for _ in range(acceptors)))
     total = count // BATCH // acceptors * acceptors * BATCH

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from posthaste.core.addresses import Address
-from posthaste.core.models import Principal
+from posthaste.core.models import Sender
 from posthaste.storage.database import Tx
 
 
@@ -13,5 +13,5 @@ class AnySender:
     def __init__(self, region: str) -> None:
         self.region = region
 
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
+    async def region_for(self, tx: Tx, sender: Sender, from_: Address) -> str:
         return self.region

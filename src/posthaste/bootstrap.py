@@ -53,7 +53,6 @@ class Services:
     sending: SendingService
     emails: EmailQueries
     email_changes: EmailChanges
-    idempotency: IdempotencyService
     rate_limiter: RateLimiter
     streams: StreamService
     suppressions: SuppressionService
@@ -122,6 +121,7 @@ def build_services(
     if not settings.is_postgres:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.async_database_url)
+    idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
@@ -134,10 +134,10 @@ def build_services(
             db,
             content or TemplateContent(parsed_templates),
             senders or DomainSenders(db, settings.default_region),
+            idempotency,
         ),
         emails=EmailQueries(db),
         email_changes=EmailChanges(db),
-        idempotency=IdempotencyService(db),
         rate_limiter=RateLimiter(db),
         streams=StreamService(db),
         suppressions=SuppressionService(db),

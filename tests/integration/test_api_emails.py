@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from posthaste.bootstrap import Services
+from posthaste.core.idempotency import body_fingerprint, idempotency_key
 from posthaste.core.ids import format_ms, now_ms
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body as body
@@ -238,9 +239,8 @@ async def test_concurrent_idempotent_requests(
     client: httpx.AsyncClient, services: Services, tenant: Tenant
 ) -> None:
     who = await services.teams.authenticate(tenant.test)
-    from posthaste.services.idempotency import request_hash
-
-    assert await services.idempotency.reserve(who.team_id, "busy", request_hash(body())) is None
+    key = idempotency_key("busy", body_fingerprint(body()))
+    assert await services.sending.idempotency.reserve(who.team_id, key) is None
     h = {**tenant.headers(), "Idempotency-Key": "busy"}
     assert_error(
         await client.post("/emails", json=body(), headers=h), 409, "concurrent_idempotent_requests"

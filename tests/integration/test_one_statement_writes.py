@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id
-from posthaste.core.models import Event
+from posthaste.core.models import Event, NewJob
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
@@ -30,7 +30,7 @@ from posthaste.storage.database import (
 )
 from posthaste.storage.tables import api_keys, events, jobs, webhook_deliveries, webhooks
 from tests.conftest import Tenant
-from tests.integration.rows import api_key_row, job_row
+from tests.integration.rows import api_key_row
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
 Unit = Callable[[Database], AbstractAsyncContextManager[Tx]]
@@ -88,7 +88,7 @@ async def test_the_write_wakes_every_process_with_what_it_owes(
     heard_here, heard_there = _listen(services.db), _listen(other.db)
     event = Event(new_id(), team, "email.queued", None, 1, {})
     async with UNITS[unit](services.db) as tx:
-        also = [jobs_repo.enqueued(tx, [job_row(team)])]
+        also = [jobs_repo.enqueued(tx, [NewJob("deliver_email", new_id(), team, 5)], 1)]
         await events_repo.insert_events(tx, [event], also)
     assert all(flag.is_set() for flag in heard_here.values())  # this process: at once
     for flag in heard_there.values():  # another process: through NOTIFY
@@ -125,7 +125,10 @@ async def test_a_failing_write_stores_nothing_and_wakes_no_one(
     heard = _listen(services.db)
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         async with UNITS[unit](services.db) as tx:
-            also = [jobs_repo.enqueued(tx, [job_row(team)]), (api_keys, [orphan_key])]
+            also = [
+                jobs_repo.enqueued(tx, [NewJob("deliver_email", new_id(), team, 5)], 1),
+                (api_keys, [orphan_key]),
+            ]
             await events_repo.insert_events(tx, [event], also)
     assert not any(flag.is_set() for flag in heard.values())
     assert [await _count(services, t, team) for t in (events, jobs)] == [0, 0]

@@ -126,6 +126,7 @@ async def test_starttls_auth_and_the_record_from_the_headers(
     )
     assert record["tags"] == {"plan": "pro", "kind": "receipt"}
     assert record["stream_id"] == "broadcast" and record["status"] == "queued"
+    assert record["origin"] == "relay"
     assert record["text"] == "Thanks for your order.\n" and "<b>order</b>" in record["html"]
     raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content
     assert b"x-posthaste" not in raw.lower()

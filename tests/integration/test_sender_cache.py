@@ -80,15 +80,15 @@ async def test_an_answer_read_while_a_change_was_heard_is_not_kept(
     senders = DomainSenders(services.db, "us-east-1")
     asked: list[str] = []
 
-    async def decide(tx: Tx, _principal: object, name: str) -> str:
+    async def decide(tx: Tx, _sender: object, name: str) -> str:
         asked.append(name)
         if len(asked) == 1:
             senders.forget()  # a change was heard while this query ran
         raise DomainNotVerified(f"{name} is not verified")
 
     senders._decide = decide  # type: ignore[method-assign]
-    sender = parse_address("hi@acme.test", "from")
+    from_ = parse_address("hi@acme.test", "from")
     for tx in (_Tx(), _Tx(), _Tx()):
         with pytest.raises(DomainNotVerified, match=r"acme\.test is not verified"):
-            await senders.region_for(tx, principal, sender)
+            await senders.region_for(tx, principal.sender, from_)
     assert asked == ["acme.test", "acme.test"]  # the second answer is kept, the first was not

@@ -6,21 +6,58 @@ import asyncio
 import base64
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 from sqlalchemy import func, select
 
-from posthaste.bootstrap import Services
+from posthaste.bootstrap import Services, build_services
+from posthaste.config import Settings
+from posthaste.core.idempotency import idempotency_key
 from posthaste.core.ids import format_ms, now_ms
-from posthaste.core.models import Principal
+from posthaste.core.models import Email, KeyMode, Origin, Principal, Sender
+from posthaste.core.send_request import SendRequest, parse_send_request
+from posthaste.core.serialize import email_record
 from posthaste.core.status import EmailStatus
-from posthaste.errors import DailyQuotaExceeded, DomainNotVerified, PosthasteError, ValidationError
+from posthaste.errors import (
+    DailyQuotaExceeded,
+    DomainNotVerified,
+    InvalidIdempotentRequest,
+    PosthasteError,
+    RecipientSuppressed,
+    ValidationError,
+)
+from posthaste.services.idempotency import Replay
 from posthaste.storage import tables
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body as body
+from tests.senders import AnySender
 
 
 async def principal(services: Services, token: str) -> Principal:
     return await services.teams.authenticate(token)
+
+
+async def accept(services: Services, who: Principal, request_body: object) -> Email:
+    """What ``POST /emails`` does: parse at the edge, then the one call."""
+    request = parse_send_request(request_body, now_ms())
+    email = await services.sending.accept(who.sender, Origin.API, request)
+    assert isinstance(email, Email)
+    return email
+
+
+async def accept_batch(
+    services: Services, who: Principal, bodies: list[Any]
+) -> list[Email | PosthasteError]:
+    """What ``POST /emails/batch`` does: each item parsed on its own, then the one call."""
+    now = now_ms()
+    items: list[SendRequest | PosthasteError] = []
+    for item in bodies:
+        try:
+            items.append(parse_send_request(item, now))
+        except PosthasteError as exc:
+            items.append(exc)
+    return await services.sending.accept_batch(who.sender, Origin.BATCH, items)
 
 
 async def row_counts(services: Services) -> dict[str, int]:
@@ -50,8 +87,8 @@ async def test_accept_stores_email_event_and_job_together(
         "content_type": "text/plain",
         "content": base64.b64encode(b"hello").decode(),
     }
-    email = await services.sending.accept(
-        who, body(tags={"k": "v"}, attachments=[attachment], cc=["c@example.com"])
+    email = await accept(
+        services, who, body(tags={"k": "v"}, attachments=[attachment], cc=["c@example.com"])
     )
     assert email.status is EmailStatus.QUEUED
     assert email.message_id.endswith("@acme.test>")
@@ -92,7 +129,7 @@ async def test_a_failing_check_stores_nothing(
     who = await principal(services, tenant.test)
     before = await row_counts(services)
     with pytest.raises(error) as caught:
-        await services.sending.accept(who, body(**overrides))
+        await accept(services, who, body(**overrides))
     assert fragment in caught.value.message
     assert await row_counts(services) == before
 
@@ -102,7 +139,7 @@ async def test_live_keys_cannot_send_from_unverified_domains(
 ) -> None:
     who = await principal(services, tenant.live)
     with pytest.raises(DomainNotVerified):
-        await services.sending.accept(who, body())
+        await accept(services, who, body())
     assert (await row_counts(services))["emails"] == 0
 
 
@@ -110,7 +147,7 @@ async def test_suppressed_recipient_is_refused_by_name(services: Services, tenan
     who = await principal(services, tenant.test)
     await services.suppressions.add(who, "Blocked@Example.com")
     with pytest.raises(ValidationError) as caught:
-        await services.sending.accept(who, body(to=["ok@example.com"], bcc="blocked@example.COM"))
+        await accept(services, who, body(to=["ok@example.com"], bcc="blocked@example.COM"))
     assert "blocked@example.com" in caught.value.message
     assert (await row_counts(services))["emails"] == 0
 
@@ -118,7 +155,7 @@ async def test_suppressed_recipient_is_refused_by_name(services: Services, tenan
 async def test_suppressions_are_per_team(services: Services, tenant: Tenant) -> None:
     other = await make_tenant(services)
     await services.suppressions.add(await principal(services, other.test), "user@example.com")
-    email = await services.sending.accept(await principal(services, tenant.test), body())
+    email = await accept(services, await principal(services, tenant.test), body())
     assert email.status is EmailStatus.QUEUED
 
 
@@ -127,7 +164,8 @@ async def test_batch_items_fail_independently_and_the_rest_are_stored(
 ) -> None:
     who = await principal(services, tenant.test)
     await services.suppressions.add(who, "gone@example.com")
-    outcomes = await services.sending.accept_batch(
+    outcomes = await accept_batch(
+        services,
         who,
         [
             body(),
@@ -149,11 +187,11 @@ async def test_batch_items_fail_independently_and_the_rest_are_stored(
 async def test_daily_quota_counts_every_accepted_email(services: Services) -> None:
     tenant = await make_tenant(services, daily_quota=3)
     who = await principal(services, tenant.test)
-    await services.sending.accept(who, body())
-    outcomes = await services.sending.accept_batch(who, [body(), body(), body()])
+    await accept(services, who, body())
+    outcomes = await accept_batch(services, who, [body(), body(), body()])
     assert [isinstance(o, DailyQuotaExceeded) for o in outcomes] == [False, False, True]
     with pytest.raises(DailyQuotaExceeded) as caught:
-        await services.sending.accept(who, body())
+        await accept(services, who, body())
     assert caught.value.retry_after > 0
     assert (await row_counts(services))["emails"] == 3
 
@@ -161,17 +199,17 @@ async def test_daily_quota_counts_every_accepted_email(services: Services) -> No
 async def test_scheduled_at_rules(services: Services, tenant: Tenant) -> None:
     who = await principal(services, tenant.test)
     soon = format_ms(now_ms() + 3_600_000)
-    email = await services.sending.accept(who, body(scheduled_at=soon))
+    email = await accept(services, who, body(scheduled_at=soon))
     assert email.status is EmailStatus.SCHEDULED and format_ms(email.scheduled_at) == soon
     async with services.db.read() as tx:
         due = (await tx.conn.execute(select(tables.jobs.c.available_at))).scalar_one()
     assert due == email.scheduled_at
-    past = await services.sending.accept(who, body(scheduled_at="2001-01-01T00:00:00+02:00"))
+    past = await accept(services, who, body(scheduled_at="2001-01-01T00:00:00+02:00"))
     assert past.status is EmailStatus.QUEUED and past.scheduled_at is None
     with pytest.raises(ValidationError, match="30 days"):
-        await services.sending.accept(who, body(scheduled_at=format_ms(now_ms() + 31 * 86_400_000)))
+        await accept(services, who, body(scheduled_at=format_ms(now_ms() + 31 * 86_400_000)))
     with pytest.raises(ValidationError, match="time zone"):
-        await services.sending.accept(who, body(scheduled_at="2030-01-01T00:00:00"))
+        await accept(services, who, body(scheduled_at="2030-01-01T00:00:00"))
 
 
 async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
@@ -182,11 +220,11 @@ async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
     mine, theirs = await principal(services, tenant.test), await principal(services, other.test)
     third = await principal(services, (await make_tenant(services)).test)
     await services.suppressions.add(mine, "blocked@example.com")
-    calls = [services.sending.accept(mine, body(to=f"user{n}@example.com")) for n in range(10)] + [
-        services.sending.accept(mine, body(to="blocked@example.com")),
-        services.sending.accept(mine, body(to="not an address")),
-        services.sending.accept_batch(theirs, [body(), body(), body()]),
-        services.sending.accept(third, body(to="blocked@example.com")),  # not on its list
+    calls = [accept(services, mine, body(to=f"user{n}@example.com")) for n in range(10)] + [
+        accept(services, mine, body(to="blocked@example.com")),
+        accept(services, mine, body(to="not an address")),
+        accept_batch(services, theirs, [body(), body(), body()]),
+        accept(services, third, body(to="blocked@example.com")),  # not on its list
     ]
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
     stored = outcomes[:10]
@@ -200,3 +238,67 @@ async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
     assert not isinstance(outcomes[13], BaseException)  # suppression lists are per team
     counts = await row_counts(services)
     assert counts["emails"] == counts["jobs"] == counts["events"] == 13
+
+
+async def test_each_entry_point_is_stored_as_the_origin(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    h = tenant.headers()
+    single = (await client.post("/emails", json=body(), headers=h)).json()
+    [item] = (await client.post("/emails/batch", json=[body()], headers=h)).json()["data"]
+    assert single["origin"] == "api"
+    assert (await client.get(f"/emails/{item['id']}", headers=h)).json()["origin"] == "batch"
+    async with services.db.read() as tx:
+        rows = (await tx.conn.execute(select(tables.emails.c.id, tables.emails.c.origin))).all()
+    assert dict(rows) == {single["id"]: "api", item["id"]: "batch"}
+
+
+async def test_a_system_sender_sends_live_mail_checked_like_any_other(
+    settings: Settings, tenant: Tenant
+) -> None:
+    """Broadcasts and automations send for a team without an API key: live mail, so the
+    domain must be one the team may send from, and every other check applies too."""
+    request = parse_send_request(body(), now_ms())
+    system = Sender(tenant.team)
+    built = build_services(settings)
+    try:
+        with pytest.raises(DomainNotVerified):
+            await built.sending.accept(system, Origin.BROADCAST, request)
+    finally:
+        await built.close()
+    anywhere = build_services(settings, senders=AnySender("us-east-1"))
+    try:
+        email = await anywhere.sending.accept(system, Origin.BROADCAST, request)
+        assert isinstance(email, Email)
+        assert (email.mode, email.origin) == (KeyMode.LIVE, Origin.BROADCAST)
+        await anywhere.suppressions.add(await principal(anywhere, tenant.test), "user@example.com")
+        with pytest.raises(RecipientSuppressed):
+            await anywhere.sending.accept(system, Origin.AUTOMATION, request)
+        stored = await anywhere.emails.get(await principal(anywhere, tenant.test), email.id)
+        assert stored.origin is Origin.BROADCAST
+    finally:
+        await anywhere.close()
+
+
+async def test_an_idempotency_key_is_reserved_replayed_and_released_by_accept(
+    services: Services, tenant: Tenant
+) -> None:
+    who = await principal(services, tenant.test)
+    request = parse_send_request(body(), now_ms())
+    key = idempotency_key("k-1", "fingerprint-a")
+    first = await services.sending.accept(who.sender, Origin.API, request, idempotency=key)
+    again = await services.sending.accept(who.sender, Origin.API, request, idempotency=key)
+    assert isinstance(first, Email) and isinstance(again, Replay)
+    assert again.id == first.id and orjson.loads(again.body) == email_record(first)
+    with pytest.raises(InvalidIdempotentRequest):
+        other = idempotency_key("k-1", "fingerprint-b")
+        await services.sending.accept(who.sender, Origin.API, request, idempotency=other)
+    # A request the send path refuses gives its key back: a corrected retry may use it.
+    await services.suppressions.add(who, "user@example.com")
+    refused = idempotency_key("k-2", "fingerprint-c")
+    with pytest.raises(RecipientSuppressed):
+        await services.sending.accept(who.sender, Origin.API, request, idempotency=refused)
+    await services.suppressions.remove(who, "user@example.com")
+    retried = await services.sending.accept(who.sender, Origin.API, request, idempotency=refused)
+    assert isinstance(retried, Email) and retried.id != first.id
+    assert (await row_counts(services))["emails"] == 2

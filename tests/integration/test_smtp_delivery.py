@@ -31,6 +31,7 @@ from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import DkimKey
+from posthaste.core.models import Origin
 from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.services.delivery import DomainTlsRules, TlsRules
@@ -471,7 +472,9 @@ async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
     async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
         principal = await m.services.teams.authenticate(m.tenant.live)
         submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
-        accepted = await m.services.sending.accept(principal, submission.request)
+        accepted = await m.services.sending.accept(
+            principal.sender, Origin.RELAY, submission.request
+        )
         await m.deliver()
         assert (await m.get(f"/emails/{accepted.id}"))["status"] == "sent"
         [received] = sink.messages

@@ -17,6 +17,7 @@ from posthaste.adapters.envelope import Envelope
 from posthaste.adapters.smtp_client import ClientOptions, ConnectionPool
 from posthaste.adapters.smtp_transports import MxTransport
 from posthaste.config import DeliveryTarget, Settings
+from posthaste.core.models import Origin
 from posthaste.core.submission import parse_submission
 from tests.dkim_keys import dns_record, record_name
 from tests.dns_server import ZoneServer
@@ -47,7 +48,7 @@ async def relay_kept(m: Mailer, body: bytes) -> str:
     )
     principal = await m.services.teams.authenticate(m.tenant.live)
     submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
-    return (await m.services.sending.accept(principal, submission.request)).id
+    return (await m.services.sending.accept(principal.sender, Origin.RELAY, submission.request)).id
 
 
 # --- SIZE -------------------------------------------------------------------------------------

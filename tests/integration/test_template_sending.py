@@ -12,12 +12,10 @@ from sqlalchemy import event
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
-from posthaste.core.addresses import Address
-from posthaste.core.models import Principal
-from posthaste.storage.database import Tx
 from tests.conftest import Tenant, make_tenant
 from tests.integration.test_api_emails import assert_error
 from tests.integration.test_api_templates import WELCOME, create
+from tests.senders import AnySender
 
 SENDER = {"from": "Acme <hello@acme.test>", "to": "user@example.com"}
 
@@ -182,16 +180,9 @@ async def test_live_send_with_a_never_published_template_is_refused(
     assert_error(response, 403, "domain_not_verified")
 
 
-class AnyDomain:
-    """A sender policy that lets live keys send from anywhere (domains are another issue)."""
-
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
-        return "us-east-1"
-
-
 @pytest.fixture
 async def live_client(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
-    built = build_services(settings, senders=AnyDomain())
+    built = build_services(settings, senders=AnySender("us-east-1"))
     transport = httpx.ASGITransport(app=create_app(built))
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:

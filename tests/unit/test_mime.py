@@ -22,17 +22,17 @@ from hypothesis import strategies as st
 
 from posthaste.core import html_text
 from posthaste.core.mime import (
-    MimeAttachment,
     OutgoingMessage,
     build_message,
     html_to_text,
     make_message_id,
     requires_smtputf8,
 )
+from posthaste.core.models import Attachment
 
 DATE = datetime(2024, 5, 1, 12, 30, 15, tzinfo=timezone(timedelta(hours=2)))
-LOGO = MimeAttachment("logo.png", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "logo")
-REPORT = MimeAttachment("report.pdf", "application/pdf", b"%PDF-1.7\n" + bytes(range(256)))
+LOGO = Attachment("logo.png", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "logo")
+REPORT = Attachment("report.pdf", "application/pdf", b"%PDF-1.7\n" + bytes(range(256)))
 
 HEADER_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\r\n"))
 BODY_TEXT = st.text(st.characters(exclude_categories=["Cs"]))
@@ -179,9 +179,9 @@ def test_neither_html_nor_text_gives_an_empty_text_part() -> None:
 
 def test_composite_or_malformed_attachment_types_are_sent_as_octet_stream() -> None:
     attachments = [
-        MimeAttachment("a.eml", "message/rfc822", b"From: x"),
-        MimeAttachment("b.bin", "not a type", b"\x00"),
-        MimeAttachment("c.csv", "Text/CSV; charset=utf-8", b"a,b"),
+        Attachment("a.eml", "message/rfc822", b"From: x"),
+        Attachment("b.bin", "not a type", b"\x00"),
+        Attachment("c.csv", "Text/CSV; charset=utf-8", b"a,b"),
     ]
     message = parse(build_message(outgoing(attachments=attachments)))
 
@@ -194,7 +194,7 @@ def test_composite_or_malformed_attachment_types_are_sent_as_octet_stream() -> N
 
 def test_attachment_bytes_round_trip_exactly() -> None:
     content = bytes(range(256)) * 40 + os.urandom(100_000)
-    attachment = MimeAttachment("blob.bin", "application/octet-stream", content)
+    attachment = Attachment("blob.bin", "application/octet-stream", content)
     message = parse(build_message(outgoing(attachments=[attachment])))
 
     decoded = leaf(message, "application/octet-stream").get_content()
@@ -209,7 +209,7 @@ def test_inline_attachment_bytes_round_trip_exactly() -> None:
 
 def test_non_ascii_filename_uses_rfc_2231_and_decodes_back() -> None:
     name = "Résumé «final» 履歴書.pdf"
-    attachment = MimeAttachment(name, "application/pdf", b"%PDF")
+    attachment = Attachment(name, "application/pdf", b"%PDF")
     raw = build_message(outgoing(attachments=[attachment]))
 
     assert raw.isascii()
@@ -567,7 +567,7 @@ FILENAME = st.text(st.characters(exclude_categories=["Cs", "Cc"]), min_size=1, m
     lambda name: name.strip() == name  # the stdlib's reader strips a filename
 )
 ATTACHMENT = st.builds(
-    MimeAttachment,
+    Attachment,
     filename=FILENAME,
     content_type=st.sampled_from(["application/pdf", "image/png", "text/csv", "x/y; a=b", "bad"]),
     content=st.binary(max_size=300),
@@ -610,7 +610,7 @@ def test_random_messages_parse_back_to_what_was_given(
     custom: str,
     text: str | None,
     html: str | None,
-    attachments: list[MimeAttachment],
+    attachments: list[Attachment],
 ) -> None:
     given_message = outgoing(
         from_=from_,

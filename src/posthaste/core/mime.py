@@ -50,6 +50,7 @@ from posthaste.core.mime_headers import (
     parse_mailbox,
     text_field,
 )
+from posthaste.core.models import Attachment
 
 _BOUNDARY_MARK = "=_"
 _OWNED_HEADERS = frozenset(
@@ -58,16 +59,6 @@ _OWNED_HEADERS = frozenset(
 
 _SEVEN_BIT_TEXT = re.compile(r"[\t\r\n\x20-\x7e]*")
 _MEDIA_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-
-
-@dataclass(frozen=True, slots=True)
-class MimeAttachment:
-    """One attachment; a ``content_id`` makes it inline, referenced from html as ``cid:<id>``."""
-
-    filename: str
-    content_type: str
-    content: bytes
-    content_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +73,7 @@ class OutgoingMessage:
     html: str | None
     text: str | None
     headers: Mapping[str, str]
-    attachments: Sequence[MimeAttachment]
+    attachments: Sequence[Attachment]
     message_id: str
     date: datetime
 
@@ -167,7 +158,7 @@ def _body(msg: OutgoingMessage, token: str) -> _Entity:
     return entity
 
 
-def _is_inline(attachment: MimeAttachment, msg: OutgoingMessage) -> bool:
+def _is_inline(attachment: Attachment, msg: OutgoingMessage) -> bool:
     return attachment.content_id is not None and msg.html is not None
 
 
@@ -204,7 +195,7 @@ def _text_entity(text: str, subtype: str) -> _Entity:
     return headers, data
 
 
-def _attachment_entity(attachment: MimeAttachment, disposition: str) -> _Entity:
+def _attachment_entity(attachment: Attachment, disposition: str) -> _Entity:
     maintype, subtype = _leaf_media_type(attachment.content_type)
     headers = [
         "Content-Transfer-Encoding: base64\r\n",

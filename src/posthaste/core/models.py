@@ -57,6 +57,46 @@ class Principal:
     def is_test(self) -> bool:
         return self.key.mode is KeyMode.TEST
 
+    @property
+    def sender(self) -> Sender:
+        return Sender(self.team, self.key)
+
+
+class Origin(StrEnum):
+    """Which entry point an email came through (stored on the email, PRODUCT §13's metrics)."""
+
+    API = "api"
+    BATCH = "batch"
+    RELAY = "relay"
+    BROADCAST = "broadcast"
+    AUTOMATION = "automation"
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Whom a send is for: the team, and the API key it came through; no key for the system's
+    own senders (broadcasts, automations), which send as live mail with no domain restriction."""
+
+    team: Team
+    key: ApiKey | None = None
+
+    @property
+    def team_id(self) -> str:
+        return self.team.id
+
+    @property
+    def mode(self) -> KeyMode:
+        return KeyMode.LIVE if self.key is None else self.key.mode
+
+    @property
+    def is_test(self) -> bool:
+        return self.mode is KeyMode.TEST
+
+    @property
+    def domain_id(self) -> str | None:
+        """The one domain the key may send from, if it is restricted to one."""
+        return None if self.key is None else self.key.domain_id
+
 
 @dataclass(frozen=True)
 class Stream:
@@ -65,6 +105,16 @@ class Stream:
     name: str
     type: str
     created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file given with a send; a ``content_id`` makes it inline, referenced as ``cid:<id>``."""
+
+    filename: str
+    content_type: str
+    content: bytes
+    content_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +156,28 @@ class Email:
     region: str
     raw_blob_id: str | None = None
     attempts: int = 0
+    origin: Origin = Origin.API
+
+
+@dataclass(frozen=True)
+class NewEmail:
+    """An accepted email and what is stored beside it, as the send path hands it to storage."""
+
+    email: Email
+    from_lookup: str  # the From address's lookup form (the ``from`` filter)
+    recipients: list[tuple[str, str]]  # unique (lookup address, kind) pairs
+    attachments: list[Attachment]
+    raw: bytes | None  # a relay submission's message, kept as submitted
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue: ``kind`` on ``ref`` (an email id, a domain id …), due at ``due_at``."""
+
+    kind: str
+    ref: str
+    team_id: str | None
+    due_at: int
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 from posthaste.core.addresses import Address, parse_address, parse_address_list
 from posthaste.core.headers import validate_custom_headers, validate_subject, validate_tags
 from posthaste.core.ids import parse_rfc3339
+from posthaste.core.models import Attachment
 from posthaste.errors import ValidationError
 
 MAX_RECIPIENTS = 50
@@ -26,14 +27,6 @@ _MEDIA_TYPE = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
 )
 _CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")  # printable ASCII without < >
-
-
-@dataclass(frozen=True)
-class AttachmentInput:
-    filename: str
-    content_type: str
-    content: bytes
-    content_id: str | None
 
 
 @dataclass(frozen=True)
@@ -52,7 +45,7 @@ class SendRequest:
     scheduled_at: int | None
     template: str | None
     stream_id: str | None
-    attachments: list[AttachmentInput] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
     raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
     message_id: str | None = None  # its Message-ID, ``<id>``; None: the service makes one
 
@@ -178,7 +171,7 @@ def _stream_id(value: object) -> str | None:
     return value
 
 
-def _attachments(value: object) -> list[AttachmentInput]:
+def _attachments(value: object) -> list[Attachment]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -190,7 +183,7 @@ def _attachments(value: object) -> list[AttachmentInput]:
     return items
 
 
-def check_attachment_budget(items: list[AttachmentInput]) -> None:
+def check_attachment_budget(items: list[Attachment]) -> None:
     """At most 18 MiB of decoded attachments per email, however they were given."""
     total = sum(len(item.content) for item in items)
     if total > MAX_ATTACHMENT_BYTES:
@@ -200,7 +193,7 @@ def check_attachment_budget(items: list[AttachmentInput]) -> None:
         )
 
 
-def _attachment(item: object, where: str) -> AttachmentInput:
+def _attachment(item: object, where: str) -> Attachment:
     if not isinstance(item, dict):
         raise ValidationError(f"'{where}' must be an object.")
     filename = _attachment_string(item, "filename", where)
@@ -214,7 +207,7 @@ def _attachment(item: object, where: str) -> AttachmentInput:
         raise ValidationError(
             f"'{where}.content_id' must be printable ASCII without spaces or angle brackets."
         )
-    return AttachmentInput(filename, content_type.lower(), _decode_base64(item, where), content_id)
+    return Attachment(filename, content_type.lower(), _decode_base64(item, where), content_id)
 
 
 def _attachment_string(item: dict[str, Any], name: str, where: str) -> str:

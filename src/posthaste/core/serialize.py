@@ -43,6 +43,7 @@ def email_record(email: Email) -> dict[str, Any]:
         "message_id": email.message_id,
         "provider_message_id": email.provider_message_id,
         "region": email.region,
+        "origin": email.origin.value,
     }
 
 

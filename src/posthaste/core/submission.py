@@ -39,12 +39,8 @@ from posthaste.core.ids import new_id
 from posthaste.core.message_parser import parse_message
 from posthaste.core.mime import make_message_id
 from posthaste.core.mime_tree import read_tree
-from posthaste.core.send_request import (
-    AttachmentInput,
-    SendRequest,
-    check_attachment_budget,
-    parse_send_request,
-)
+from posthaste.core.models import Attachment
+from posthaste.core.send_request import SendRequest, check_attachment_budget, parse_send_request
 from posthaste.errors import ValidationError
 
 CONTROL_PREFIX = b"x-posthaste-"
@@ -267,7 +263,7 @@ class _Bodies:
 
     text: str | None
     html: str | None
-    attachments: list[AttachmentInput]
+    attachments: list[Attachment]
 
     @classmethod
     def of(cls, message: Message) -> _Bodies:
@@ -281,7 +277,7 @@ class _Bodies:
                 bodies.html = _decoded_text(part)
             else:
                 bodies.attachments.append(
-                    AttachmentInput(_filename(part, index), kind, _content(part), _content_id(part))
+                    Attachment(_filename(part, index), kind, _content(part), _content_id(part))
                 )
         return bodies
 

@@ -37,8 +37,8 @@ from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
 from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
-from posthaste.core.mime import MimeAttachment, OutgoingMessage, build_message
-from posthaste.core.models import AttachmentInfo, Email, Job, KeyMode, Suppression
+from posthaste.core.mime import OutgoingMessage, build_message
+from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMode, Suppression
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
@@ -259,7 +259,7 @@ class DeliveryService:
         self, email: Email, infos: list[AttachmentInfo], contents: dict[str, bytes]
     ) -> bytes:
         attachments = [
-            MimeAttachment(i.filename, i.content_type, contents.get(i.blob_id, b""), i.content_id)
+            Attachment(i.filename, i.content_type, contents.get(i.blob_id, b""), i.content_id)
             for i in infos
         ]
         message = _outgoing(email, attachments)
@@ -442,7 +442,7 @@ def _signed_with(raw: bytes, key: DkimKey) -> bool:
     return f"d={key.domain};".encode() in tags and f"s={key.selector};".encode() in tags
 
 
-def _outgoing(email: Email, attachments: list[MimeAttachment]) -> OutgoingMessage:
+def _outgoing(email: Email, attachments: list[Attachment]) -> OutgoingMessage:
     return OutgoingMessage(
         from_=email.from_address,
         to=email.to,

@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from posthaste.core.addresses import Address
 from posthaste.core.domains import Domain
-from posthaste.core.models import Principal
+from posthaste.core.models import Sender
 from posthaste.errors import DomainNotOwned, DomainNotVerified, PosthasteError
 from posthaste.storage import domains as repo
 from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
@@ -52,9 +52,9 @@ class DomainSenders:
         self._answers.clear()
         self._generation += 1
 
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str:
-        """The region to send in, or raise why this key may not send from ``sender``'s domain."""
-        key = (principal.team_id, principal.key.mode.value, principal.key.domain_id, sender.domain)
+    async def region_for(self, tx: Tx, sender: Sender, from_: Address) -> str:
+        """The region to send in, or raise why this sender may not send from ``from_``'s domain."""
+        key = (sender.team_id, sender.mode.value, sender.domain_id, from_.domain)
         now = time.monotonic()
         cached = self._answers.get(key)
         if cached is not None and cached[0] > now:
@@ -62,18 +62,18 @@ class DomainSenders:
         else:
             in_tx = self._in_tx.setdefault(tx, {})
             if key not in in_tx:
-                in_tx[key] = await self._answer(tx, principal, key, now)
+                in_tx[key] = await self._answer(tx, sender, key, now)
             answer = in_tx[key]
         if isinstance(answer, str):
             return answer
         error, message = answer
         raise error(message)
 
-    async def _answer(self, tx: Tx, principal: Principal, key: _Key, now: float) -> _Answer:
+    async def _answer(self, tx: Tx, sender: Sender, key: _Key, now: float) -> _Answer:
         generation = self._generation
         answer: _Answer
         try:
-            answer = await self._decide(tx, principal, key[3])
+            answer = await self._decide(tx, sender, key[3])
         except (DomainNotOwned, DomainNotVerified) as exc:
             answer = (type(exc), exc.message)
         if generation == self._generation:
@@ -82,14 +82,14 @@ class DomainSenders:
             self._answers[key] = (now + SENDER_CACHE_SECONDS, answer)
         return answer
 
-    async def _decide(self, tx: Tx, principal: Principal, name: str) -> str:
-        if principal.key.domain_id is not None:
-            await _check_key_domain(tx, principal, principal.key.domain_id, name)
-        domain = await repo.find_by_name(tx, principal.team_id, name)
-        if principal.is_test:
+    async def _decide(self, tx: Tx, sender: Sender, name: str) -> str:
+        if sender.domain_id is not None:
+            await _check_key_domain(tx, sender, sender.domain_id, name)
+        domain = await repo.find_by_name(tx, sender.team_id, name)
+        if sender.is_test:
             return domain.region if domain is not None and domain.usable else self.default_region
         owner = await repo.name_owner(tx, name)
-        if owner is not None and owner != principal.team_id:
+        if owner is not None and owner != sender.team_id:
             raise DomainNotOwned(
                 f"The domain {name!r} is owned by another team. To send from it, add it under "
                 "/domains and claim it (POST /domains/{{id}}/claim) by publishing a DNS record."
@@ -99,8 +99,8 @@ class DomainSenders:
         return domain.region
 
 
-async def _check_key_domain(tx: Tx, principal: Principal, domain_id: str, name: str) -> None:
-    allowed = await repo.get_domain(tx, principal.team_id, domain_id)
+async def _check_key_domain(tx: Tx, sender: Sender, domain_id: str, name: str) -> None:
+    allowed = await repo.get_domain(tx, sender.team_id, domain_id)
     if allowed is None:
         raise DomainNotOwned(
             "This API key is restricted to a domain that was deleted; create a new key."

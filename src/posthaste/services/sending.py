@@ -1,25 +1,31 @@
 """The one send path. REST, batch, the SMTP relay, broadcasts and automations all call it.
 
-Checks run in PRODUCT §4's order (authentication and rate limit happen before, at the door):
-fields → stream → template → domain ownership → suppression → quota, and then one transaction
-stores the email, its recipients and tags, its attachments, its first event and its delivery
-job. A failing check stores nothing. A batch runs every check per item and stores all accepted
-items in that same single transaction.
+Each entry point parses its input into ``SendRequest``s (``core.send_request``,
+``core.submission``) and makes one call: ``accept()`` for one email (with its idempotency key,
+if any: reservation, replay and release happen here) or ``accept_batch()`` for several, each
+succeeding or failing on its own. The caller names the ``Sender`` (a team, and the API key it
+came through, or none for the system's own senders) and the ``Origin``, stored on the email.
+
+Every item goes through named steps, each returning the items with the ones it stopped carrying
+their error (PRODUCT §4's order; authentication and rate limit happen before, at the door):
+parsed → checked (stream, template, domain) → not suppressed → within quota → stored. Concurrent
+calls share one transaction (``GroupCommit``); a failing check stores nothing for its item.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 import orjson
 
 from posthaste.core.addresses import Address
+from posthaste.core.idempotency import IdempotencyKey
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.mime import make_message_id
-from posthaste.core.models import Email, Event, Principal
-from posthaste.core.send_request import SendRequest, parse_send_request
+from posthaste.core.models import Email, Event, NewEmail, NewJob, Origin, Sender
+from posthaste.core.send_request import SendRequest
 from posthaste.core.serialize import email_event_data, email_record
 from posthaste.core.status import EmailStatus
 from posthaste.errors import (
@@ -29,10 +35,8 @@ from posthaste.errors import (
     ValidationError,
 )
 from posthaste.services.group_commit import GroupCommit
+from posthaste.services.idempotency import IdempotencyService, Replay
 from posthaste.storage import emails as emails_repo
-from posthaste.storage import events as events_repo
-from posthaste.storage import idempotency as idempotency_repo
-from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import limits as limits_repo
 from posthaste.storage import streams as streams_repo
 from posthaste.storage import suppressions as suppressions_repo
@@ -40,6 +44,10 @@ from posthaste.storage.database import Database, Tx
 
 DELIVER_JOB = "deliver_email"
 DAY_MS = 86_400_000
+MAX_EMAILS_PER_TRANSACTION = 1000
+
+Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
+Outcome = Email | PosthasteError
 
 
 @dataclass(frozen=True)
@@ -55,138 +63,157 @@ class Content:
 class ContentResolver(Protocol):
     """Turns a request's template reference and data into final content (templates issue)."""
 
-    async def resolve(self, tx: Tx, principal: Principal, request: SendRequest) -> Content: ...
+    async def resolve(self, tx: Tx, sender: Sender, request: SendRequest) -> Content: ...
 
 
 class SenderPolicy(Protocol):
     """Decides whether the team may send from a domain, and in which region (domains issue)."""
 
-    async def region_for(self, tx: Tx, principal: Principal, sender: Address) -> str: ...
+    async def region_for(self, tx: Tx, sender: Sender, from_: Address) -> str: ...
 
 
 @dataclass(frozen=True)
-class _Accepted:
-    email: Email
-    request: SendRequest
+class _Call:
+    """One caller's items (a single send or a batch), answered together."""
+
+    sender: Sender
+    origin: Origin
+    items: Sequence[Parsed]
+    idempotency: IdempotencyKey | None = None
+
+    def writes_besides_emails(self) -> bool:
+        """Whether storing its items writes more than emails (a quota count, a kept response)."""
+        return self.idempotency is not None or self.sender.team.daily_quota > 0
 
 
-Outcome = Email | PosthasteError
+@dataclass(frozen=True)
+class _Item:
+    """One email on its way through the steps: its request, then its email, or the error that
+    stopped it (a stopped item passes through the later steps untouched)."""
+
+    call: _Call
+    request: SendRequest | None
+    email: Email | None = None
+    error: PosthasteError | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.error is None
+
+    @property
+    def team_id(self) -> str:
+        return self.call.sender.team_id
+
+    def stopped(self, error: PosthasteError) -> _Item:
+        return replace(self, error=error)
+
+    def outcome(self) -> Outcome:
+        if self.error is not None:
+            return self.error
+        assert self.email is not None
+        return self.email
 
 
-@dataclass
-class _Submission:
-    """One caller's items (a single send or a batch), checked and stored in a shared transaction."""
-
-    principal: Principal
-    items: list[Outcome | SendRequest]
-    idempotency_key: str | None
-
-
-MAX_EMAILS_PER_TRANSACTION = 1000
+def _parsed(call: _Call) -> list[_Item]:
+    """Step 1: the call's items as its entry point parsed them."""
+    return [
+        _Item(call, None, error=item) if isinstance(item, PosthasteError) else _Item(call, item)
+        for item in call.items
+    ]
 
 
 class SendingService:
-    def __init__(self, db: Database, content: ContentResolver, senders: SenderPolicy) -> None:
+    def __init__(
+        self,
+        db: Database,
+        content: ContentResolver,
+        senders: SenderPolicy,
+        idempotency: IdempotencyService,
+    ) -> None:
         self.db = db
         self.content = content
         self.senders = senders
-        self._group: GroupCommit[_Submission, list[Outcome]] = GroupCommit(
+        self.idempotency = idempotency
+        self._group: GroupCommit[_Call, list[Outcome]] = GroupCommit(
             self._accept_group,
-            weight=lambda submission: len(submission.items),
+            weight=lambda call: len(call.items),
             max_weight=MAX_EMAILS_PER_TRANSACTION,
         )
 
     async def accept(
-        self, principal: Principal, body: object, *, idempotency_key: str | None = None
-    ) -> Email:
+        self,
+        sender: Sender,
+        origin: Origin,
+        request: SendRequest,
+        *,
+        idempotency: IdempotencyKey | None = None,
+    ) -> Email | Replay:
         """Accept one email or raise the first failing check's error; nothing half-stored.
 
-        ``body`` is a request body, or a ``SendRequest`` already read from a relay submission.
-        """
-        [outcome] = await self._accept_all(principal, [body], idempotency_key)
-        if isinstance(outcome, PosthasteError):
-            raise outcome
-        return outcome
+        With an idempotency key: a key seen before with the same request answers with the
+        original response (a ``Replay``), with another request or still in flight raises 409."""
+        call = _Call(sender, origin, [request], idempotency)
+        if idempotency is None:
+            return _single(await self._group.submit(call))
+        replay = await self.idempotency.reserve(sender.team_id, idempotency)
+        if replay is not None:
+            return replay
+        try:
+            return _single(await self._group.submit(call))
+        except Exception:
+            await self.idempotency.release(sender.team_id, idempotency)
+            raise
 
-    async def accept_batch(self, principal: Principal, items: Sequence[object]) -> list[Outcome]:
-        """Accept each item independently; accepted ones are stored in one transaction."""
-        return await self._accept_all(principal, items, None)
-
-    async def _accept_all(
-        self, principal: Principal, bodies: Sequence[object], idempotency_key: str | None
+    async def accept_batch(
+        self, sender: Sender, origin: Origin, items: Sequence[Parsed]
     ) -> list[Outcome]:
-        now = now_ms()
-        items: list[Outcome | SendRequest] = [_parse(body, now) for body in bodies]
-        return await self._group.submit(_Submission(principal, items, idempotency_key))
+        """Accept each item on its own (one that failed parsing keeps its error); the accepted
+        ones are stored in one transaction."""
+        return await self._group.submit(_Call(sender, origin, items))
 
-    async def _accept_group(self, submissions: list[_Submission]) -> list[list[Outcome]]:
-        """Check every submission and store what passed, all in one transaction.
-
-        The checks keep PRODUCT §4's order for each item; the suppression list is read once
-        per team for the whole group rather than once per submission. When the group's only
-        write is storing its emails (no daily quota to count, no idempotent response to keep),
-        that one statement commits by itself (``Database.autocommit``); otherwise a transaction
-        holds the writes together.
-        """
+    async def _accept_group(self, calls: list[_Call]) -> list[list[Outcome]]:
+        """Every call's items through the steps, stored in one unit of work. When storing the
+        emails is the group's only write (no daily quota to count, no response to keep), that
+        one statement commits by itself (``Database.autocommit``)."""
         now = now_ms()
-        results: list[list[Outcome]] = []
-        writes_more = any(_writes_besides_emails(s) for s in submissions)
+        items = [item for call in calls for item in _parsed(call)]
+        writes_more = any(call.writes_besides_emails() for call in calls)
         unit = self.db.transaction() if writes_more else self.db.autocommit()
         async with unit as tx:
-            candidates = [
-                await self._check_items(tx, s.principal, s.items, now) for s in submissions
-            ]
-            listed = await _suppressed_by_team(tx, submissions, candidates)
-            to_store: list[_Accepted] = []
-            for submission, checked in zip(submissions, candidates, strict=True):
-                kept = _drop_suppressed(submission.items, checked, listed)
-                accepted = await _finish_submission(tx, submission, kept, now)
-                to_store.extend(item for _, item in accepted)
-                results.append(_results(submission.items, accepted))
-            if to_store:
-                await _store(tx, to_store, now)
-        return results
+            items = [await self._checked(tx, item, now) for item in items]
+            items = await _unsuppressed(tx, items)
+            items = await _within_quota(tx, items, now)
+            await _stored(tx, items, now)
+        return [[item.outcome() for item in group] for group in _by_call(items, calls)]
 
-    async def _check_items(
-        self, tx: Tx, principal: Principal, items: list[Outcome | SendRequest], now: int
-    ) -> list[tuple[int, _Accepted]]:
-        """Stream, template and domain checks per item; a failing item becomes its error."""
-        accepted: list[tuple[int, _Accepted]] = []
-        for index, item in enumerate(items):
-            if not isinstance(item, SendRequest):
-                continue
-            try:
-                accepted.append((index, await self._check_one(tx, principal, item, now)))
-            except PosthasteError as exc:
-                items[index] = exc
-        return accepted
-
-    async def _check_one(
-        self, tx: Tx, principal: Principal, request: SendRequest, now: int
-    ) -> _Accepted:
-        stream_id = await _stream(tx, principal.team_id, request.stream_id)
-        content = await self.content.resolve(tx, principal, request)
-        region = await self.senders.region_for(tx, principal, request.from_)
-        return _Accepted(_build_email(principal, request, content, stream_id, region, now), request)
+    async def _checked(self, tx: Tx, item: _Item, now: int) -> _Item:
+        """Step 2: stream, template and domain; a passing item gets its email."""
+        if item.request is None or not item.pending:
+            return item
+        sender, request = item.call.sender, item.request
+        try:
+            stream_id = await _stream(tx, sender.team_id, request.stream_id)
+            content = await self.content.resolve(tx, sender, request)
+            region = await self.senders.region_for(tx, sender, request.from_)
+        except PosthasteError as exc:
+            return item.stopped(exc)
+        email = _build_email(item.call, request, content, stream_id, region, now)
+        return replace(item, email=email)
 
 
-def _results(
-    items: list[Outcome | SendRequest], accepted: list[tuple[int, _Accepted]]
-) -> list[Outcome]:
-    """Each item's outcome in request order: its stored email or its error."""
-    emails = {index: item.email for index, item in accepted}
-    return [
-        emails[index] if isinstance(item, SendRequest) else item for index, item in enumerate(items)
-    ]
+def _single(outcomes: list[Outcome]) -> Email:
+    [outcome] = outcomes
+    if isinstance(outcome, PosthasteError):
+        raise outcome
+    return outcome
 
 
-def _parse(body: object, now: int) -> Outcome | SendRequest:
-    if isinstance(body, SendRequest):  # already parsed, e.g. from a relay submission
-        return body
-    try:
-        return parse_send_request(body, now)
-    except PosthasteError as exc:
-        return exc
+def _by_call(items: list[_Item], calls: list[_Call]) -> Iterator[list[_Item]]:
+    """The items again as their calls gave them (the steps keep their order)."""
+    position = 0
+    for call in calls:
+        yield items[position : position + len(call.items)]
+        position += len(call.items)
 
 
 async def _stream(tx: Tx, team_id: str, stream_id: str | None) -> str:
@@ -197,90 +224,115 @@ async def _stream(tx: Tx, team_id: str, stream_id: str | None) -> str:
     return stream_id
 
 
-async def _suppressed_by_team(
-    tx: Tx, submissions: list[_Submission], candidates: list[list[tuple[int, _Accepted]]]
-) -> set[tuple[str, str]]:
-    """``(team_id, address)`` pairs on a suppression list: one query per team of the group."""
+async def _unsuppressed(tx: Tx, items: list[_Item]) -> list[_Item]:
+    """Step 3: an item with a recipient on its team's suppression list stops with a 422 naming
+    it. One query per team of the group."""
     by_team: dict[str, set[str]] = {}
-    for submission, checked in zip(submissions, candidates, strict=True):
-        addresses = by_team.setdefault(submission.principal.team_id, set())
-        addresses.update(address for _, item in checked for address, _ in item.request.recipients())
+    for item in _pending(items):
+        assert item.request is not None
+        by_team.setdefault(item.team_id, set()).update(a for a, _ in item.request.recipients())
     listed: set[tuple[str, str]] = set()
     for team_id, addresses in by_team.items():
         if addresses:
             found = await suppressions_repo.find_listed(tx, team_id, sorted(addresses))
             listed.update((team_id, address) for address in found)
-    return listed
+    return [_unless_listed(item, listed) for item in items] if listed else items
 
 
-def _drop_suppressed(
-    items: list[Outcome | SendRequest],
-    checked: list[tuple[int, _Accepted]],
-    listed: set[tuple[str, str]],
-) -> list[tuple[int, _Accepted]]:
-    """Items with a suppressed recipient become a 422 naming it; the rest go on."""
-    kept: list[tuple[int, _Accepted]] = []
-    for index, candidate in checked:
-        team_id = candidate.email.team_id
-        hits = [r for r, _ in candidate.request.recipients() if (team_id, r) in listed]
-        if hits:
-            items[index] = RecipientSuppressed(
-                f"The recipient {hits[0]} is on the suppression list; remove it from "
-                "/suppressions to send to it again."
+def _unless_listed(item: _Item, listed: set[tuple[str, str]]) -> _Item:
+    if not item.pending or item.request is None:
+        return item
+    for address, _ in item.request.recipients():
+        if (item.team_id, address) in listed:
+            return item.stopped(
+                RecipientSuppressed(
+                    f"The recipient {address} is on the suppression list; remove it from "
+                    "/suppressions to send to it again."
+                )
             )
-        else:
-            kept.append((index, candidate))
-    return kept
+    return item
 
 
-def _writes_besides_emails(submission: _Submission) -> bool:
-    """Whether ``_finish_submission`` will write for it (a quota count, a stored response)."""
-    return submission.idempotency_key is not None or submission.principal.team.daily_quota > 0
-
-
-async def _finish_submission(
-    tx: Tx, submission: _Submission, kept: list[tuple[int, _Accepted]], now: int
-) -> list[tuple[int, _Accepted]]:
-    """The daily quota, then the idempotency key's stored response (same transaction)."""
-    principal, items = submission.principal, submission.items
-    accepted = await _apply_quota(tx, principal, kept, items, now)
-    key = submission.idempotency_key
-    if key is not None and accepted:
-        body = orjson.dumps(email_record(accepted[0][1].email)).decode()
-        await idempotency_repo.complete(tx, principal.team_id, key, 200, body)
-    return accepted
-
-
-async def _apply_quota(
-    tx: Tx,
-    principal: Principal,
-    accepted: list[tuple[int, _Accepted]],
-    outcomes: list[Outcome | SendRequest],
-    now: int,
-) -> list[tuple[int, _Accepted]]:
-    """Count accepted items against the daily quota; items beyond it fail in request order."""
-    quota = principal.team.daily_quota
-    if quota <= 0 or not accepted:
-        return accepted
-    day = now // DAY_MS
-    if await limits_repo.add_daily_usage(tx, principal.team_id, day, len(accepted), quota):
-        return accepted
-    room = max(0, quota - await limits_repo.daily_usage_of(tx, principal.team_id, day))
-    if room:
-        await limits_repo.add_daily_usage(tx, principal.team_id, day, room, quota)
-    reset_in = (day + 1) * DAY_MS - now
-    for index, _ in accepted[room:]:
-        outcomes[index] = DailyQuotaExceeded(
-            f"The daily quota of {quota} emails is used up; it resets at 00:00 UTC.",
-            retry_after=max(1, reset_in // 1000),
-            limit=quota,
-            reset=max(1, reset_in // 1000),
+async def _within_quota(tx: Tx, items: list[_Item], now: int) -> list[_Item]:
+    """Step 4: count each team's items against its daily quota; those beyond it stop, in the
+    order they arrived. One statement per team with a quota (two when it runs out)."""
+    by_team: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if item.pending and item.call.sender.team.daily_quota > 0:
+            by_team.setdefault(item.team_id, []).append(index)
+    over: list[int] = []
+    for team_id, indexes in by_team.items():
+        quota = items[indexes[0]].call.sender.team.daily_quota
+        room = await _room_for(tx, team_id, quota, len(indexes), now)
+        over.extend(indexes[room:])
+    if not over:
+        return items
+    items = list(items)
+    for index in over:
+        items[index] = items[index].stopped(
+            _quota_exceeded(items[index].call.sender.team.daily_quota, now)
         )
-    return accepted[:room]
+    return items
+
+
+async def _room_for(tx: Tx, team_id: str, quota: int, wanted: int, now: int) -> int:
+    """How many of ``wanted`` emails fit in the team's quota today; counts them as used."""
+    day = now // DAY_MS
+    if await limits_repo.add_daily_usage(tx, team_id, day, wanted, quota):
+        return wanted
+    room = max(0, quota - await limits_repo.daily_usage_of(tx, team_id, day))
+    if room:
+        await limits_repo.add_daily_usage(tx, team_id, day, room, quota)
+    return room
+
+
+def _quota_exceeded(quota: int, now: int) -> DailyQuotaExceeded:
+    reset_in = max(1, ((now // DAY_MS + 1) * DAY_MS - now) // 1000)
+    return DailyQuotaExceeded(
+        f"The daily quota of {quota} emails is used up; it resets at 00:00 UTC.",
+        retry_after=reset_in,
+        limit=quota,
+        reset=reset_in,
+    )
+
+
+async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
+    """Step 5: the passing items' emails with their first events and delivery jobs, and each
+    idempotent call's response, in the group's unit of work."""
+    accepted = list(_pending(items))
+    if not accepted:
+        return
+    new_emails, first_events, jobs = [], [], []
+    for item in accepted:
+        email, request = item.email, item.request
+        assert email is not None and request is not None
+        new_emails.append(
+            NewEmail(
+                email,
+                request.from_.lookup_key,
+                request.recipients(),
+                list(request.attachments),
+                request.raw,
+            )
+        )
+        data = email_event_data(email)
+        first_events.append(Event(new_id(), email.team_id, email.last_event, email.id, now, data))
+        due = email.scheduled_at if email.scheduled_at is not None else now
+        jobs.append(NewJob(DELIVER_JOB, email.id, email.team_id, due))
+    await emails_repo.store_accepted(tx, new_emails, first_events, jobs, now)
+    for item in accepted:
+        key = item.call.idempotency
+        if key is not None and item.email is not None:
+            body = orjson.dumps(email_record(item.email)).decode()
+            await IdempotencyService.record(tx, item.team_id, key, body)
+
+
+def _pending(items: list[_Item]) -> Iterator[_Item]:
+    return (item for item in items if item.pending)
 
 
 def _build_email(
-    principal: Principal,
+    call: _Call,
     request: SendRequest,
     content: Content,
     stream_id: str,
@@ -292,8 +344,8 @@ def _build_email(
     status = EmailStatus.SCHEDULED if scheduled else EmailStatus.QUEUED
     return Email(
         id=email_id,
-        team_id=principal.team_id,
-        mode=principal.key.mode,
+        team_id=call.sender.team_id,
+        mode=call.sender.mode,
         from_address=request.from_.formatted(),
         to=[a.formatted() for a in request.to],
         cc=[a.formatted() for a in request.cc],
@@ -316,38 +368,5 @@ def _build_email(
         provider_message_id=None,
         region=region,
         raw_blob_id=None if request.raw is None else new_id(),
+        origin=call.origin,
     )
-
-
-async def _store(tx: Tx, accepted: Sequence[_Accepted], now: int) -> None:
-    rows: dict[str, list[dict[str, Any]]] = {}
-    job_rows: list[dict[str, Any]] = []
-    first_events: list[Event] = []
-    for item in accepted:
-        email, request = item.email, item.request
-        _add(rows, "emails", [emails_repo.email_row(email, request.from_.lookup_key)])
-        _add(rows, "email_recipients", emails_repo.recipient_rows(email, request.recipients()))
-        _add(rows, "email_tags", emails_repo.tag_rows(email))
-        _add(rows, "email_subjects", [emails_repo.subject_row(email)])
-        blob_rows, info_rows = emails_repo.attachment_rows(
-            email,
-            [
-                emails_repo.NewAttachment(a.filename, a.content_type, a.content, a.content_id)
-                for a in request.attachments
-            ],
-        )
-        if email.raw_blob_id is not None and request.raw is not None:
-            blob_rows.append(emails_repo.blob_row(email, email.raw_blob_id, request.raw))
-        _add(rows, "blobs", blob_rows)
-        _add(rows, "attachments", info_rows)
-        first_events.append(
-            Event(new_id(), email.team_id, email.last_event, email.id, now, email_event_data(email))
-        )
-        due = email.scheduled_at if email.scheduled_at is not None else now
-        job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, email.team_id, due, now))
-    also = [*emails_repo.tables_of(rows), jobs_repo.enqueued(tx, job_rows)]
-    await events_repo.insert_events(tx, first_events, also)
-
-
-def _add(rows: dict[str, list[dict[str, Any]]], table: str, items: list[dict[str, Any]]) -> None:
-    rows.setdefault(table, []).extend(items)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from weakref import WeakKeyDictionary
 
-from posthaste.core.models import Principal, TemplateVersion
+from posthaste.core.models import Sender, TemplateVersion
 from posthaste.core.send_request import SendRequest
 from posthaste.core.templates import (
     ParseCache,
@@ -38,11 +38,11 @@ class TemplateContent:
         self.parsed = parsed
         self._lookups: WeakKeyDictionary[Tx, _Lookups] = WeakKeyDictionary()
 
-    async def resolve(self, tx: Tx, principal: Principal, request: SendRequest) -> Content:
+    async def resolve(self, tx: Tx, sender: Sender, request: SendRequest) -> Content:
         if request.template is None:
             return _inline(request)
-        template = await self._find(tx, principal.team_id, request.template)
-        version = _version_to_send(template, request.template, principal.is_test)
+        template = await self._find(tx, sender.team_id, request.template)
+        version = _version_to_send(template, request.template, sender.is_test)
         parsed = self._with_overrides(version, request)
         rendered = render_content(parsed, request.data, version.fallbacks())
         if rendered.subject is None:

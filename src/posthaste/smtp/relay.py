@@ -23,15 +23,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, AnyStr, cast
 
-import orjson
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
 from posthaste.bootstrap import Services
-from posthaste.core.models import Email, Principal
+from posthaste.core.idempotency import idempotency_key
+from posthaste.core.models import Origin, Principal
 from posthaste.core.send_request import MAX_RECIPIENTS
 from posthaste.core.submission import Submission, parse_submission
 from posthaste.errors import InvalidApiKey, PosthasteError
-from posthaste.services.idempotency import check_key
 from posthaste.smtp.data import read_message, unstuff
 from posthaste.smtp.replies import ENHANCED, reply_line
 from posthaste.smtp.tls import server_context
@@ -272,20 +271,12 @@ class RelayHandler:
         services = self.services
         await services.rate_limiter.check(principal)
         submission = await _parse(raw, recipients)
-        if submission.idempotency_key is None:
-            return (await services.sending.accept(principal, submission.request)).id
-        key = check_key(submission.idempotency_key)
-        replay = await services.idempotency.reserve(principal.team_id, key, submission.fingerprint)
-        if replay is not None:
-            return str(orjson.loads(replay.body)["id"])
-        try:
-            email: Email = await services.sending.accept(
-                principal, submission.request, idempotency_key=key
-            )
-        except Exception:
-            await services.idempotency.release(principal.team_id, key)
-            raise
-        return email.id
+        key = submission.idempotency_key
+        idempotency = None if key is None else idempotency_key(key, submission.fingerprint)
+        accepted = await services.sending.accept(
+            principal.sender, Origin.RELAY, submission.request, idempotency=idempotency
+        )
+        return accepted.id
 
 
 async def _parse(raw: bytes, recipients: Sequence[str]) -> Submission:

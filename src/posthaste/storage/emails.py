@@ -6,14 +6,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, Table, exists, func, select, tuple_, update
 
 from posthaste.core.cursors import Position
 from posthaste.core.ids import new_id
-from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
+from posthaste.core.models import (
+    Attachment,
+    AttachmentInfo,
+    Email,
+    Event,
+    KeyMode,
+    NewEmail,
+    NewJob,
+    Origin,
+)
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
+from posthaste.storage import jobs as jobs_repo
 from posthaste.storage._dialect import among
 from posthaste.storage.database import Tx
 from posthaste.storage.tables import (
@@ -25,14 +35,6 @@ from posthaste.storage.tables import (
     emails,
     events,
 )
-
-
-@dataclass(frozen=True)
-class NewAttachment:
-    filename: str
-    content_type: str
-    content: bytes
-    content_id: str | None
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,14 @@ _EMAIL_FIELDS = tuple(f.name for f in fields(Email))
 _EMAIL_COLUMNS = tuple(emails.c[name] for name in _EMAIL_FIELDS)
 _MODE = _EMAIL_FIELDS.index("mode")
 _STATUS = _EMAIL_FIELDS.index("status")
+_ORIGIN = _EMAIL_FIELDS.index("origin")
 
 
 def _email(row: Any) -> Email:
     values = list(row)
     values[_MODE] = KeyMode(values[_MODE])
     values[_STATUS] = EmailStatus(values[_STATUS])
+    values[_ORIGIN] = Origin(values[_ORIGIN])
     return Email(*values)
 
 
@@ -66,7 +70,7 @@ def _event(row: Any) -> Event:
     return Event(row.id, row.team_id, row.type, row.email_id, row.created_at, row.data)
 
 
-def email_row(email: Email, from_lookup: str) -> dict[str, Any]:
+def _email_row(email: Email, from_lookup: str) -> dict[str, Any]:
     return {
         "id": email.id,
         "team_id": email.team_id,
@@ -95,15 +99,16 @@ def email_row(email: Email, from_lookup: str) -> dict[str, Any]:
         "region": email.region,
         "raw_blob_id": email.raw_blob_id,
         "attempts": 0,
+        "origin": email.origin.value,
     }
 
 
-def blob_row(email: Email, blob_id: str, data: bytes) -> dict[str, Any]:
+def _blob_row(email: Email, blob_id: str, data: bytes) -> dict[str, Any]:
     """A ``blobs`` row of the email's team, e.g. the raw message a relay client submitted."""
     return {"id": blob_id, "team_id": email.team_id, "data": data, "created_at": email.created_at}
 
 
-def recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+def _recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """``recipients`` are (lookup address, kind) pairs, already de-duplicated."""
     return [
         {
@@ -118,11 +123,11 @@ def recipient_rows(email: Email, recipients: Sequence[tuple[str, str]]) -> list[
     ]
 
 
-def subject_row(email: Email) -> dict[str, Any]:
+def _subject_row(email: Email) -> dict[str, Any]:
     return {"email_id": email.id, "team_id": email.team_id, "subject": email.subject}
 
 
-def tag_rows(email: Email) -> list[dict[str, Any]]:
+def _tag_rows(email: Email) -> list[dict[str, Any]]:
     return [
         {
             "email_id": email.id,
@@ -135,8 +140,8 @@ def tag_rows(email: Email) -> list[dict[str, Any]]:
     ]
 
 
-def attachment_rows(
-    email: Email, items: Sequence[NewAttachment]
+def _attachment_rows(
+    email: Email, items: Sequence[Attachment]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows for ``blobs`` and ``attachments`` (attachments kept in the database blob store)."""
     blob_rows: list[dict[str, Any]] = []
@@ -167,11 +172,33 @@ def attachment_rows(
     return blob_rows, info_rows
 
 
-def tables_of(rows: dict[str, list[dict[str, Any]]]) -> list[bulk.TableRows]:
-    """Prepared rows of several emails (``email_row``, ``recipient_rows`` …, keyed by table
-    name) as ``bulk.insert_tables`` takes them, parents first."""
-    tables = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)
-    return [(table, rows.get(table.name, ())) for table in tables]
+async def store_accepted(
+    tx: Tx,
+    accepted: Sequence[NewEmail],
+    first_events: Sequence[Event],
+    jobs: Sequence[NewJob],
+    now: int,
+) -> None:
+    """Store accepted emails with their recipients, tags, attachments and raw messages, their
+    first events and their jobs: on PostgreSQL one statement (see ``events.insert_events``)."""
+    rows: dict[Table, list[dict[str, Any]]] = {table: [] for table in _ACCEPTED_TABLES}
+    for item in accepted:
+        email = item.email
+        rows[emails].append(_email_row(email, item.from_lookup))
+        rows[email_recipients].extend(_recipient_rows(email, item.recipients))
+        rows[email_tags].extend(_tag_rows(email))
+        rows[email_subjects].append(_subject_row(email))
+        blob_rows, info_rows = _attachment_rows(email, item.attachments)
+        if email.raw_blob_id is not None and item.raw is not None:
+            blob_rows.append(_blob_row(email, email.raw_blob_id, item.raw))
+        rows[blobs].extend(blob_rows)
+        rows[attachments].extend(info_rows)
+    also = [*rows.items(), jobs_repo.enqueued(tx, jobs, now)]
+    await events_repo.insert_events(tx, first_events, also)
+
+
+# Parents first: each table's rows may refer to those of the tables before it.
+_ACCEPTED_TABLES = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)
 
 
 async def get_email(

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, tuple_, update
 
-from posthaste.core.models import Job
+from posthaste.core.models import Job, NewJob
 from posthaste.storage import bulk
 from posthaste.storage.database import JOBS_CHANNEL, Tx
 from posthaste.storage.tables import jobs
@@ -37,12 +37,12 @@ def job_row(
     }
 
 
-def enqueued(tx: Tx, rows: Sequence[dict[str, Any]]) -> bulk.TableRows:
+def enqueued(tx: Tx, items: Sequence[NewJob], now: int) -> bulk.TableRows:
     """Jobs to insert with other rows in one statement (``bulk.insert_tables``); the workers
     are woken when the transaction commits."""
-    if rows:
+    if items:
         tx.notify(CHANNEL)
-    return jobs, rows
+    return jobs, [job_row(j.kind, j.ref, j.team_id, j.due_at, now) for j in items]
 
 
 async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:

@@ -113,6 +113,7 @@ emails = Table(
     Column("region", String(40), nullable=False),
     Column("raw_blob_id", ID, nullable=True),
     Column("attempts", Integer, nullable=False, default=0),
+    Column("origin", String(16), nullable=False, server_default="api"),
     # Keyset pagination: every list filter walks one of these newest-first.
     Index("ix_emails_team_created", "team_id", "created_at", "id"),
     Index("ix_emails_team_status", "team_id", "status", "created_at", "id"),

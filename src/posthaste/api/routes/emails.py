@@ -22,11 +22,14 @@ from posthaste.api.schemas.emails import (
 )
 from posthaste.core.addresses import parse_address
 from posthaste.core.cursors import page_limit
-from posthaste.core.ids import parse_rfc3339
+from posthaste.core.idempotency import IdempotencyKey, body_fingerprint, idempotency_key
+from posthaste.core.ids import now_ms, parse_rfc3339
+from posthaste.core.models import Email, Origin
+from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import attachment_record, email_record, event_record
 from posthaste.core.status import EmailStatus
 from posthaste.errors import PosthasteError, ValidationError
-from posthaste.services.idempotency import check_key, request_hash
+from posthaste.services.idempotency import Replay
 from posthaste.storage.emails import EmailFilter
 
 router = APIRouter(tags=["emails"])
@@ -45,19 +48,12 @@ async def send_email(
     body: JsonBody,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    if idempotency_key is None:
-        email = await services.sending.accept(principal, body)
-        return json_response(email_record(email))
-    key = check_key(idempotency_key)
-    replay = await services.idempotency.reserve(principal.team_id, key, request_hash(body))
-    if replay is not None:
-        return Response(replay.body, status_code=replay.status, media_type="application/json")
-    try:
-        email = await services.sending.accept(principal, body, idempotency_key=key)
-    except Exception:
-        await services.idempotency.release(principal.team_id, key)
-        raise
-    return json_response(email_record(email))
+    key = None if idempotency_key is None else _idempotency_key(idempotency_key, body)
+    request = parse_send_request(body, now_ms())
+    accepted = await services.sending.accept(principal.sender, Origin.API, request, idempotency=key)
+    if isinstance(accepted, Replay):
+        return Response(accepted.body, media_type="application/json")
+    return json_response(email_record(accepted))
 
 
 @router.post(
@@ -74,11 +70,25 @@ async def send_batch(
         raise ValidationError("The batch body must be a JSON array of 1 to 100 email objects.")
     if not 1 <= len(body) <= MAX_BATCH:
         raise ValidationError(f"A batch holds 1 to {MAX_BATCH} emails; this one has {len(body)}.")
-    outcomes = await services.sending.accept_batch(principal, body)
+    now = now_ms()
+    items = [_parsed(item, now) for item in body]
+    outcomes = await services.sending.accept_batch(principal.sender, Origin.BATCH, items)
     return json_response({"data": [_batch_entry(i, o) for i, o in enumerate(outcomes)]})
 
 
-def _batch_entry(index: int, outcome: Any) -> dict[str, Any]:
+def _idempotency_key(header: str, body: object) -> IdempotencyKey:
+    """The ``Idempotency-Key`` header, guarding this exact body."""
+    return idempotency_key(header, body_fingerprint(body))
+
+
+def _parsed(item: object, now: int) -> SendRequest | PosthasteError:
+    try:
+        return parse_send_request(item, now)
+    except PosthasteError as exc:
+        return exc
+
+
+def _batch_entry(index: int, outcome: Email | PosthasteError) -> dict[str, Any]:
     if isinstance(outcome, PosthasteError):
         return {"index": index, "error": {"name": outcome.name, "message": outcome.message}}
     return {"index": index, "id": outcome.id}

@@ -71,6 +71,10 @@ class EmailRecord(BaseModel):
     message_id: str
     provider_message_id: str | None
     region: str
+    origin: str = Field(
+        description="The entry point it came through: api, batch, relay, broadcast, automation",
+        examples=["api"],
+    )
 
 
 class EmailList(BaseModel):
