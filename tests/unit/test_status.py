@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from posthaste.core.events import EventType
 from posthaste.core.status import (
     END_STATES,
     INFORMATIONAL_EVENTS,
@@ -13,6 +14,7 @@ from posthaste.core.status import (
     EmailStatus,
     InvalidTransition,
     apply_event,
+    event_for,
 )
 
 S = EmailStatus
@@ -76,3 +78,14 @@ def test_delivery_delayed_only_while_in_flight() -> None:
     assert apply_event(S.SENDING, "email.delivery_delayed") is S.SENDING
     with pytest.raises(InvalidTransition):
         apply_event(S.QUEUED, "email.delivery_delayed")
+
+
+def test_every_status_has_its_event_and_every_email_event_a_meaning() -> None:
+    """The event enum and the status machine agree: each status is reached by its own event,
+    and each ``email.*`` event either moves to a status or is informational."""
+    assert {event_for(status) for status in S} <= set(EventType)
+    email_events = {e for e in EventType if e.value.startswith("email.")}
+    moving = {event_for(status) for status in S}
+    received = {EventType.EMAIL_RECEIVED}  # about received mail, not a sent email's status
+    assert email_events == moving | set(INFORMATIONAL_EVENTS) | received
+    assert moving.isdisjoint(INFORMATIONAL_EVENTS)

@@ -67,11 +67,6 @@ def classify_smtp_reply(
     return Verdict(Outcome.BOUNCED, suppress, "Permanent", _subtype(status))
 
 
-def classify_reply(code: int, final_hop: bool, last_attempt: bool) -> Outcome:
-    """The outcome alone (see ``classify_smtp_reply``)."""
-    return classify_smtp_reply(code, "", final_hop=final_hop, last_attempt=last_attempt).outcome
-
-
 def _is_recipient_error(status: tuple[int, int, int]) -> bool:
     klass, subject, detail = status
     return klass == 5 and (

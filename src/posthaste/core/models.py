@@ -184,7 +184,7 @@ class NewJob:
 class Event:
     id: str
     team_id: str
-    type: str
+    type: str  # an ``EventType`` value (``core.events``)
     email_id: str | None
     created_at: int
     data: dict[str, Any] = field(default_factory=dict)

@@ -26,7 +26,6 @@ class SimReply:
 
     code: int
     text: str
-    complain_after: bool = False
 
 
 def simulator_kind(address: str) -> SimKind | None:
@@ -49,4 +48,4 @@ def simulated_reply(kind: SimKind, attempt: int) -> SimReply:
         )
     if kind is SimKind.DEFERRED and attempt <= 1:
         return SimReply(451, "4.3.0 Temporary failure, try again later (simulated)")
-    return SimReply(250, "2.0.0 OK (simulated)", complain_after=kind is SimKind.COMPLAINED)
+    return SimReply(250, "2.0.0 OK (simulated)")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from posthaste.core.events import EventType
+
 
 class EmailStatus(StrEnum):
     QUEUED = "queued"
@@ -52,15 +54,10 @@ TRANSITIONS: dict[EmailStatus, frozenset[EmailStatus]] = {
 
 # Events recorded on an email that leave its status as it is, and the statuses they may follow.
 INFORMATIONAL_EVENTS: dict[str, frozenset[EmailStatus]] = {
-    "email.delivery_delayed": frozenset({S.SENDING, S.SENT}),
-    "email.opened": frozenset({S.SENT, S.DELIVERED, S.COMPLAINED}),
-    "email.clicked": frozenset({S.SENT, S.DELIVERED, S.COMPLAINED}),
+    EventType.EMAIL_DELIVERY_DELAYED: frozenset({S.SENDING, S.SENT}),
+    EventType.EMAIL_OPENED: frozenset({S.SENT, S.DELIVERED, S.COMPLAINED}),
+    EventType.EMAIL_CLICKED: frozenset({S.SENT, S.DELIVERED, S.COMPLAINED}),
 }
-
-EMAIL_EVENT_TYPES: tuple[str, ...] = (
-    *(f"email.{status.value}" for status in EmailStatus),
-    *INFORMATIONAL_EVENTS,
-)
 
 
 class InvalidTransition(Exception):
@@ -76,8 +73,9 @@ def can_move(current: EmailStatus, target: EmailStatus) -> bool:
     return target in TRANSITIONS[current]
 
 
-def event_type_for(status: EmailStatus) -> str:
-    return f"email.{status.value}"
+def event_for(status: EmailStatus) -> EventType:
+    """The event that moves an email to ``status`` (``email.<status>``)."""
+    return EventType(f"email.{status.value}")
 
 
 def apply_event(current: EmailStatus, event_type: str) -> EmailStatus:

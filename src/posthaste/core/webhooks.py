@@ -19,32 +19,10 @@ from typing import Any
 
 import orjson
 
+from posthaste.core.events import EventType
 from posthaste.core.ids import format_ms
 
-EVENT_TYPES: tuple[str, ...] = (
-    "email.queued",
-    "email.scheduled",
-    "email.sending",
-    "email.sent",
-    "email.delivered",
-    "email.delivery_delayed",
-    "email.bounced",
-    "email.complained",
-    "email.failed",
-    "email.canceled",
-    "email.suppressed",
-    "email.opened",
-    "email.clicked",
-    "email.received",
-    "contact.created",
-    "contact.updated",
-    "contact.deleted",
-    "domain.created",
-    "domain.updated",
-    "domain.deleted",
-    "suppression.added",
-    "suppression.removed",
-)
+EVENT_TYPES: tuple[str, ...] = tuple(EventType)
 SECRET_PREFIX = "whsec_"
 USER_AGENT = "Service-Webhooks/1.0"
 RESPONSE_BODY_LIMIT = 1024

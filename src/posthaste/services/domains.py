@@ -21,6 +21,7 @@ from posthaste.core import domains as rules
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import DkimKey
 from posthaste.core.domains import DnsRecord, Domain, DomainSettings, RecordStatus
+from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event, Job, Principal
 from posthaste.core.serialize import domain_record
@@ -86,7 +87,7 @@ class DomainService:
         async with self.db.transaction() as tx:
             await repo.insert_domain(tx, domain, encrypted)
             tx.notify(DOMAINS_CHANNEL)
-            await _record(tx, domain, "domain.created", self.clock())
+            await _record(tx, domain, EventType.DOMAIN_CREATED, self.clock())
         return domain
 
     async def _provision(
@@ -154,7 +155,7 @@ class DomainService:
             if changed != domain:
                 await repo.update_domain(tx, changed)
                 tx.notify(DOMAINS_CHANNEL)
-                await _record(tx, changed, "domain.updated", self.clock())
+                await _record(tx, changed, EventType.DOMAIN_UPDATED, self.clock())
         return changed
 
     async def delete(self, principal: Principal, domain_id: str) -> None:
@@ -163,7 +164,7 @@ class DomainService:
             await repo.delete_domain(tx, principal.team_id, domain_id)
             tx.notify(DOMAINS_CHANNEL)
             await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain_id)
-            await _record(tx, domain, "domain.deleted", self.clock())
+            await _record(tx, domain, EventType.DOMAIN_DELETED, self.clock())
         provider = self.providers.named(domain.key_provider)
         await provider.delete_key(domain.name, domain.dkim_selector)
 
@@ -219,7 +220,7 @@ class DomainService:
         if checked.verified_at != domain.verified_at:  # what the senders' answers depend on
             tx.notify(DOMAINS_CHANNEL)
         if (checked.status, checked.records) != (domain.status, domain.records):
-            await _record(tx, checked, "domain.updated", now)
+            await _record(tx, checked, EventType.DOMAIN_UPDATED, now)
         await self._schedule(tx, checked, rules.next_check_in(result, now), job, now)
         return checked
 
@@ -262,7 +263,7 @@ class DomainService:
             tx.notify(DOMAINS_CHANNEL)
             claimed = await _get(tx, principal.team_id, domain_id)
             if not domain.claimed:
-                await _record(tx, claimed, "domain.updated", self.clock())
+                await _record(tx, claimed, EventType.DOMAIN_UPDATED, self.clock())
             if previous is not None and previous != domain.id:
                 await self._record_claim_lost(tx, previous)
         return claimed
@@ -284,7 +285,7 @@ class DomainService:
     async def _record_claim_lost(self, tx: Tx, domain_id: str) -> None:
         lost = await repo.get_domain_any_team(tx, domain_id)
         if lost is not None:
-            await _record(tx, lost, "domain.updated", self.clock())
+            await _record(tx, lost, EventType.DOMAIN_UPDATED, self.clock())
 
     async def release_claim(self, principal: Principal, domain_id: str) -> Domain:
         async with self.db.transaction() as tx:
@@ -293,7 +294,7 @@ class DomainService:
                 raise Conflict(f"This team holds no claim on {domain.name!r}.")
             tx.notify(DOMAINS_CHANNEL)
             released = await _get(tx, principal.team_id, domain_id)
-            await _record(tx, released, "domain.updated", self.clock())
+            await _record(tx, released, EventType.DOMAIN_UPDATED, self.clock())
         return released
 
     async def sending_domain(self, team_id: str, name: str) -> Domain | None:
@@ -333,6 +334,6 @@ async def _get(tx: Tx, team_id: str, domain_id: str, *, for_update: bool = False
     return domain
 
 
-async def _record(tx: Tx, domain: Domain, kind: str, now: int) -> None:
+async def _record(tx: Tx, domain: Domain, kind: EventType, now: int) -> None:
     event = Event(new_id(), domain.team_id, kind, None, now, domain_record(domain))
     await events_repo.insert_events(tx, [event])

@@ -9,7 +9,7 @@ from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.models import AttachmentInfo, Email, Event, Principal
 from posthaste.core.send_request import MAX_SCHEDULE_AHEAD_MS
 from posthaste.core.serialize import email_event_data
-from posthaste.core.status import EmailStatus, InvalidTransition
+from posthaste.core.status import EmailStatus, InvalidTransition, event_for
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.services.sending import DELIVER_JOB
 from posthaste.storage import emails as repo
@@ -130,7 +130,7 @@ def _require_pending(email: Email, action: str) -> None:
 async def _move(tx: Tx, email: Email, target: EmailStatus, now: int, **extra: object) -> None:
     data = email_event_data(email, **{k: v for k, v in extra.items() if v is not None})
     try:
-        await repo.record_event(tx, email, f"email.{target.value}", data, now)
+        await repo.record_event(tx, email, event_for(target), data, now)
     except InvalidTransition as exc:
         raise Conflict(str(exc)) from exc
 

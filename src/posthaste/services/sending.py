@@ -27,7 +27,7 @@ from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, NewEmail, NewJob, Origin, Sender
 from posthaste.core.send_request import SendRequest
 from posthaste.core.serialize import email_event_data, email_record
-from posthaste.core.status import EmailStatus
+from posthaste.core.status import EmailStatus, event_for
 from posthaste.errors import (
     DailyQuotaExceeded,
     PosthasteError,
@@ -357,7 +357,7 @@ def _build_email(
         headers=request.headers,
         tags=request.tags,
         status=status,
-        last_event=f"email.{status.value}",
+        last_event=event_for(status),
         created_at=now,
         scheduled_at=request.scheduled_at,
         sent_at=None,

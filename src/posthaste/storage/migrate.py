@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from alembic import command
@@ -40,7 +39,3 @@ async def upgrade_to_head(async_url: str) -> None:
 def _upgrade(connection: Connection, config: Config) -> None:
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
-
-
-def upgrade_to_head_sync(async_url: str) -> None:
-    asyncio.run(upgrade_to_head(async_url))

@@ -166,13 +166,6 @@ async def delete_version(tx: Tx, version_id: str) -> None:
     await tx.conn.execute(delete(template_versions).where(template_versions.c.id == version_id))
 
 
-async def alias_taken(tx: Tx, team_id: str, alias: str, other_than: str | None = None) -> bool:
-    query = select(templates.c.id).where(templates.c.team_id == team_id, templates.c.alias == alias)
-    if other_than is not None:
-        query = query.where(templates.c.id != other_than)
-    return (await tx.conn.execute(query)).first() is not None
-
-
 async def aliases_starting(tx: Tx, team_id: str, prefix: str) -> set[str]:
     """The team's aliases that begin with ``prefix`` (for picking a free ``-copy`` alias)."""
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
