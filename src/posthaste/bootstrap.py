@@ -18,7 +18,6 @@ from posthaste.core.templates import ParseCache
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.attempts import AttemptQueries
-from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
@@ -32,6 +31,8 @@ from posthaste.services.sending import (
     SenderPolicy,
     SendingService,
 )
+from posthaste.services.streams import StreamService
+from posthaste.services.suppressions import SuppressionService
 from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
