@@ -19,12 +19,12 @@ from typing import Any
 from bench import cpu, payload
 from bench.stats import Measurement, Recorder
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, KeyMode
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
-from posthaste.services.sending import DELIVER_JOB
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import events as events_repo
@@ -82,7 +82,7 @@ def build_rows(
         data = email_event_data(email)
         event = Event(new_id(), team_id, email.last_event, email.id, now, data)
         events.append(event)
-        job_rows.append(jobs_repo.job_row(DELIVER_JOB, email.id, team_id, now, now))
+        job_rows.append(jobs_repo.job_row(JobKind.DELIVER_EMAIL, email.id, team_id, now, now))
     return rows, events, job_rows
 
 

@@ -22,6 +22,7 @@ from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import DkimKey
 from posthaste.core.domains import DnsRecord, Domain, DomainSettings, RecordStatus
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, Job, Principal
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
@@ -30,7 +31,6 @@ from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
 
-CHECK_DOMAIN_JOB = "check_domain"
 CLAIM_PREFIX = "_posthaste-claim"
 Clock = Callable[[], int]
 Found = Sequence[str] | None
@@ -162,7 +162,7 @@ class DomainService:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             await repo.delete_domain(tx, principal.team_id, domain_id)
             tx.notify(DOMAINS_CHANNEL)
-            await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain_id)
+            await jobs_repo.drop(tx, JobKind.CHECK_DOMAIN, domain_id)
             await _record(tx, domain, "domain.deleted", self.clock())
         provider = self.providers.named(domain.key_provider)
         await provider.delete_key(domain.name, domain.dkim_selector)
@@ -233,10 +233,10 @@ class DomainService:
             else:
                 await jobs_repo.retry_at(tx, job, now + delay)
             return
-        await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain.id)
+        await jobs_repo.drop(tx, JobKind.CHECK_DOMAIN, domain.id)
         if delay is not None:
             await jobs_repo.enqueue(
-                tx, CHECK_DOMAIN_JOB, domain.id, domain.team_id, now + delay, now
+                tx, JobKind.CHECK_DOMAIN, domain.id, domain.team_id, now + delay, now
             )
 
     async def claim(self, principal: Principal, domain_id: str) -> ClaimChallenge:

@@ -17,6 +17,7 @@ import orjson
 
 from posthaste.core.addresses import Address
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, Principal
 from posthaste.core.send_request import SendRequest, parse_send_request
@@ -38,7 +39,7 @@ from posthaste.storage import streams as streams_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
 
-DELIVER_JOB = "deliver_email"
+DELIVER_JOB = JobKind.DELIVER_EMAIL
 DAY_MS = 86_400_000
 
 
