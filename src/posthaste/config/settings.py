@@ -72,7 +72,14 @@ class DeliveryTarget:
             return cls(kind="mx")
         if value.lower().startswith("smtp://"):
             url = parse_smtp_url(value)
-            return cls("smtp", url.host, url.port, url.username, url.password, url.tls)
+            return cls(
+                kind="smtp",
+                host=url.host,
+                port=url.port,
+                username=url.username,
+                password=url.password,
+                tls=url.tls,
+            )
         raise ValueError(f"expected {DELIVERY_FORMS}, got {redact(value)!r}")
 
 
