@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from bench import cpu, payload
 from bench.stats import Measurement, Recorder
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, KeyMode, NewEmail, NewJob
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
-from posthaste.services.sending import DELIVER_JOB
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
 from posthaste.storage.database import Database
@@ -74,7 +74,7 @@ def build_accepted(
         accepted.append(NewEmail(email, request.from_.lookup_key, request.recipients(), [], None))
         data = email_event_data(email)
         events.append(Event(new_id(), team_id, email.last_event, email.id, now, data))
-        jobs.append(NewJob(DELIVER_JOB, email.id, team_id, now))
+        jobs.append(NewJob(JobKind.DELIVER_EMAIL, email.id, team_id, now))
     return accepted, events, jobs, now
 
 

@@ -18,26 +18,23 @@ from posthaste.core.templates import ParseCache
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.attempts import AttemptQueries
-from posthaste.services.audiences import StreamService, SuppressionService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
-from posthaste.services.domains import CHECK_DOMAIN_JOB, DomainService
+from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.senders import DomainSenders
-from posthaste.services.sending import (
-    DELIVER_JOB,
-    ContentResolver,
-    SenderPolicy,
-    SendingService,
-)
+from posthaste.services.sending import ContentResolver, SenderPolicy, SendingService
+from posthaste.services.streams import StreamService
+from posthaste.services.suppressions import SuppressionService
 from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.migrate import upgrade_to_head
+from posthaste.workers.kinds import build_handlers
 from posthaste.workers.runner import Worker
 from posthaste.workers.webhooks import CLAIM_ROUNDS, DispatchPolicy, WebhookDispatcher
 
@@ -66,10 +63,12 @@ class Services:
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
     def make_worker(self, **options: float | int) -> Worker:
+        """A job runner for every kind in ``workers/kinds.py``; ``options`` tune the runner."""
+        handlers = build_handlers(self)
         worker = Worker(
             self.db,
-            {CHECK_DOMAIN_JOB: self.domains.recheck},
-            batch_handlers={DELIVER_JOB: self.delivery.deliver_many},
+            handlers.one_by_one,
+            batch_handlers=handlers.batched,
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

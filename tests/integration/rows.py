@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from posthaste.core.ids import new_id
+from posthaste.core.jobs import JobKind
 
 
 def job_row(team_id: str, attempts: int = 0) -> dict[str, Any]:
     return {
-        "kind": "deliver_email",
+        "kind": JobKind.DELIVER_EMAIL,
         "ref": new_id(),
         "team_id": team_id,
         "available_at": 5,

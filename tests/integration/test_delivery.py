@@ -12,7 +12,7 @@ import httpx
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
-from posthaste.services.sending import DELIVER_JOB
+from posthaste.core.jobs import JobKind
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import Tenant
 
@@ -236,7 +236,9 @@ async def test_a_delivery_abandoned_mid_way_completes_after_the_lease(
 ) -> None:
     email_id = await send(client, tenant, to="someone@example.com")
     async with services.db.transaction() as tx:
-        [job] = await jobs_repo.claim(tx, [DELIVER_JOB], "doomed-worker", now_ms(), 300, 10)
+        [job] = await jobs_repo.claim(
+            tx, [JobKind.DELIVER_EMAIL], "doomed-worker", now_ms(), 300, 10
+        )
     # The doomed worker got as far as "sending", then died before sending anything.
     await services.delivery._start([job])
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[

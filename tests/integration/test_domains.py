@@ -22,7 +22,7 @@ from posthaste.config import Settings
 from posthaste.core.crypto import SecretBox
 from posthaste.core.domains import GRACE_MS, HOUR_MS
 from posthaste.core.ids import now_ms
-from posthaste.services.domains import CHECK_DOMAIN_JOB
+from posthaste.core.jobs import JobKind
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import tables
 from tests.conftest import Tenant, make_tenant
@@ -230,14 +230,14 @@ async def test_a_partly_published_domain_is_pending_and_rechecked(
 async def run_domain_checks(services: Services, domain_id: str) -> None:
     """Make the domain's pending check due now and let a real worker run it."""
     async with services.db.transaction() as tx:
-        assert await jobs_repo.move(tx, CHECK_DOMAIN_JOB, domain_id, 0) == 1
+        assert await jobs_repo.move(tx, JobKind.CHECK_DOMAIN, domain_id, 0) == 1
     assert await services.make_worker().run_until_idle() >= 1
 
 
 async def check_job_due_in(services: Services, domain_id: str) -> int:
     async with services.db.read() as tx:
         query = select(tables.jobs.c.available_at).where(
-            tables.jobs.c.kind == CHECK_DOMAIN_JOB, tables.jobs.c.ref == domain_id
+            tables.jobs.c.kind == JobKind.CHECK_DOMAIN, tables.jobs.c.ref == domain_id
         )
         [due] = (await tx.conn.execute(query)).scalars().all()
     return int(due)
@@ -267,7 +267,7 @@ async def test_a_vanished_record_is_a_temporary_failure_then_failed_after_72_hou
     refused = await send(client, tenant)
     assert refused.status_code == 403 and refused.json()["name"] == "domain_not_verified"
     async with services.db.read() as tx:
-        assert await jobs_repo.next_due_at(tx, [CHECK_DOMAIN_JOB]) is None  # no more re-checks
+        assert await jobs_repo.next_due_at(tx, [JobKind.CHECK_DOMAIN]) is None  # no more re-checks
     kinds = [kind for kind, _ in await domain_events(services, tenant.team.id)]
     assert kinds == ["domain.created"] + ["domain.updated"] * 3
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
 from posthaste.workers.runner import Worker
@@ -139,3 +140,12 @@ async def test_a_failing_handler_does_not_stop_the_worker(services: Services) ->
     assert sorted(seen) == ["ref-0", "ref-1"]
     async with services.db.read() as tx:
         assert await jobs_repo.depth(tx) == 1  # the failed one waits for its lease to run out
+
+
+async def test_make_worker_claims_every_job_kind_with_its_table_handler(
+    services: Services,
+) -> None:
+    worker = services.make_worker()
+    assert sorted(worker.kinds) == sorted(JobKind)
+    assert worker.batch_handlers == {JobKind.DELIVER_EMAIL: services.delivery.deliver_many}
+    assert worker.handlers == {JobKind.CHECK_DOMAIN: services.domains.recheck}

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id
+from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, NewJob
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage import bulk
@@ -88,7 +89,7 @@ async def test_the_write_wakes_every_process_with_what_it_owes(
     heard_here, heard_there = _listen(services.db), _listen(other.db)
     event = Event(new_id(), team, "email.queued", None, 1, {})
     async with UNITS[unit](services.db) as tx:
-        also = [jobs_repo.enqueued(tx, [NewJob("deliver_email", new_id(), team, 5)], 1)]
+        also = [jobs_repo.enqueued(tx, [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5)], 1)]
         await events_repo.insert_events(tx, [event], also)
     assert all(flag.is_set() for flag in heard_here.values())  # this process: at once
     for flag in heard_there.values():  # another process: through NOTIFY
@@ -126,7 +127,7 @@ async def test_a_failing_write_stores_nothing_and_wakes_no_one(
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         async with UNITS[unit](services.db) as tx:
             also = [
-                jobs_repo.enqueued(tx, [NewJob("deliver_email", new_id(), team, 5)], 1),
+                jobs_repo.enqueued(tx, [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5)], 1),
                 (api_keys, [orphan_key]),
             ]
             await events_repo.insert_events(tx, [event], also)

@@ -9,12 +9,14 @@ from posthaste.api.errors import install_error_handlers
 from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
 from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
-    admin,
+    api_keys,
     attempts,
     domains,
     emails,
     event_stream,
     health,
+    streams,
+    suppressions,
     templates,
     webhooks,
 )
@@ -39,7 +41,9 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(emails.router)
     app.include_router(attempts.router)
-    app.include_router(admin.router)
+    app.include_router(api_keys.router)
+    app.include_router(streams.router)
+    app.include_router(suppressions.router)
     app.include_router(templates.router)
     app.include_router(domains.router)
     app.include_router(webhooks.router)

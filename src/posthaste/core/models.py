@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from posthaste.core.jobs import JobKind
 from posthaste.core.status import EmailStatus
 
 
@@ -174,7 +175,7 @@ class NewEmail:
 class NewJob:
     """A job to enqueue: ``kind`` on ``ref`` (an email id, a domain id …), due at ``due_at``."""
 
-    kind: str
+    kind: JobKind
     ref: str
     team_id: str | None
     due_at: int

@@ -23,6 +23,7 @@ from posthaste.core.dkim import DkimKey
 from posthaste.core.domains import DnsRecord, Domain, DomainSettings, RecordStatus
 from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, Job, Principal
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
@@ -31,7 +32,6 @@ from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
 
-CHECK_DOMAIN_JOB = "check_domain"
 CLAIM_PREFIX = "_posthaste-claim"
 Clock = Callable[[], int]
 Found = Sequence[str] | None
@@ -163,7 +163,7 @@ class DomainService:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             await repo.delete_domain(tx, principal.team_id, domain_id)
             tx.notify(DOMAINS_CHANNEL)
-            await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain_id)
+            await jobs_repo.drop(tx, JobKind.CHECK_DOMAIN, domain_id)
             await _record(tx, domain, EventType.DOMAIN_DELETED, self.clock())
         provider = self.providers.named(domain.key_provider)
         await provider.delete_key(domain.name, domain.dkim_selector)
@@ -234,10 +234,10 @@ class DomainService:
             else:
                 await jobs_repo.retry_at(tx, job, now + delay)
             return
-        await jobs_repo.drop(tx, CHECK_DOMAIN_JOB, domain.id)
+        await jobs_repo.drop(tx, JobKind.CHECK_DOMAIN, domain.id)
         if delay is not None:
             await jobs_repo.enqueue(
-                tx, CHECK_DOMAIN_JOB, domain.id, domain.team_id, now + delay, now
+                tx, JobKind.CHECK_DOMAIN, domain.id, domain.team_id, now + delay, now
             )
 
     async def claim(self, principal: Principal, domain_id: str) -> ClaimChallenge:

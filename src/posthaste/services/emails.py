@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from posthaste.core.cursors import InvalidCursor, Position, decode_cursor, encode_cursor
 from posthaste.core.ids import format_ms, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.models import AttachmentInfo, Email, Event, Principal
 from posthaste.core.send_request import MAX_SCHEDULE_AHEAD_MS
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus, InvalidTransition, event_for
 from posthaste.errors import Conflict, NotFound, ValidationError
-from posthaste.services.sending import DELIVER_JOB
 from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database, Tx
@@ -107,7 +107,9 @@ class EmailChanges:
             await repo.reschedule(tx, email.id, when)
             if target is not email.status or target is EmailStatus.SCHEDULED:
                 await _move(tx, email, target, now, scheduled_at=format_ms(when))
-            await jobs_repo.move(tx, DELIVER_JOB, email.id, when if when is not None else now)
+            await jobs_repo.move(
+                tx, JobKind.DELIVER_EMAIL, email.id, when if when is not None else now
+            )
             return await _email(tx, principal, email_id)
 
     async def cancel(self, principal: Principal, email_id: str) -> Email:
@@ -116,7 +118,7 @@ class EmailChanges:
             email = await _email(tx, principal, email_id, for_update=True)
             _require_pending(email, "canceled")
             await _move(tx, email, EmailStatus.CANCELED, now)
-            await jobs_repo.drop(tx, DELIVER_JOB, email.id)
+            await jobs_repo.drop(tx, JobKind.DELIVER_EMAIL, email.id)
             return await _email(tx, principal, email_id)
 
 

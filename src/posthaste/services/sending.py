@@ -23,6 +23,7 @@ import orjson
 from posthaste.core.addresses import Address
 from posthaste.core.idempotency import IdempotencyKey
 from posthaste.core.ids import new_id, now_ms
+from posthaste.core.jobs import JobKind
 from posthaste.core.mime import make_message_id
 from posthaste.core.models import Email, Event, NewEmail, NewJob, Origin, Sender
 from posthaste.core.send_request import SendRequest
@@ -42,7 +43,6 @@ from posthaste.storage import streams as streams_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
 
-DELIVER_JOB = "deliver_email"
 DAY_MS = 86_400_000
 MAX_EMAILS_PER_TRANSACTION = 1000
 
@@ -318,7 +318,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
         data = email_event_data(email)
         first_events.append(Event(new_id(), email.team_id, email.last_event, email.id, now, data))
         due = email.scheduled_at if email.scheduled_at is not None else now
-        jobs.append(NewJob(DELIVER_JOB, email.id, email.team_id, due))
+        jobs.append(NewJob(JobKind.DELIVER_EMAIL, email.id, email.team_id, due))
     await emails_repo.store_accepted(tx, new_emails, first_events, jobs, now)
     for item in accepted:
         key = item.call.idempotency

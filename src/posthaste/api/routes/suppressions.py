@@ -1,0 +1,90 @@
+"""/suppressions: the addresses a team no longer mails, added, paged, looked up and removed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from starlette.responses import Response
+
+from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.responses import deleted, json_response
+from posthaste.api.schemas.common import Deleted
+from posthaste.api.schemas.suppressions import (
+    CreateSuppressionRequest,
+    SuppressionList,
+    SuppressionRecord,
+)
+from posthaste.core.cursors import page_limit
+from posthaste.core.serialize import suppression_record
+
+router = APIRouter()
+
+
+@router.get(
+    "/suppressions",
+    tags=["suppressions"],
+    summary="List suppressions (cursor pagination)",
+    responses={200: {"model": SuppressionList}, **ERRORS},
+)
+async def list_suppressions(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description="1-100, default 50")] = None,
+    cursor: str | None = None,
+    origin: str | None = None,
+    email: str | None = None,
+) -> Response:
+    page = await services.suppressions.page(
+        principal, origin or None, email or None, cursor, page_limit(limit, 50)
+    )
+    return json_response(
+        {
+            "object": "list",
+            "data": [suppression_record(s) for s in page.items],
+            "next_cursor": page.next_cursor,
+        }
+    )
+
+
+@router.post(
+    "/suppressions",
+    status_code=201,
+    tags=["suppressions"],
+    summary="Suppress an address",
+    responses={201: {"model": SuppressionRecord}, **ERRORS},
+    openapi_extra=body_schema(CreateSuppressionRequest),
+)
+async def add_suppression(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    item = await services.suppressions.add(principal, json_object(body).get("email"))
+    return json_response(suppression_record(item), 201)
+
+
+@router.get(
+    "/suppressions/{id_or_email}",
+    tags=["suppressions"],
+    summary="Get a suppression",
+    responses={200: {"model": SuppressionRecord}, **ERRORS},
+)
+async def get_suppression(
+    id_or_email: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    return json_response(
+        suppression_record(await services.suppressions.get(principal, id_or_email))
+    )
+
+
+@router.delete(
+    "/suppressions/{id_or_email}",
+    tags=["suppressions"],
+    summary="Remove a suppression",
+    responses={200: {"model": Deleted}, **ERRORS},
+)
+async def remove_suppression(
+    id_or_email: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    item = await services.suppressions.remove(principal, id_or_email)
+    return deleted("suppression", item.id)

@@ -1,0 +1,298 @@
+"""Value parsers: the text of one setting to its value, or ``ValueError("expected ..., got ...")``.
+
+Each parser sees one value alone; rules that span settings (the TLS pair, the secret key on
+PostgreSQL, region tables naming listed regions) live in ``settings.py``. The caller prefixes
+the message with where the text came from (see ``sources.py``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from pathlib import Path
+from typing import Literal, NamedTuple
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+
+from posthaste.core.durations import parse_duration
+
+Role = Literal["api", "smtp", "worker", "all"]
+TlsMode = Literal["starttls", "implicit", "none"]
+
+SECRET_KEY_MIN_LENGTH = 32
+DELIVERY_FORMS = "capture, mx or smtp://[user:pass@]host:port[?tls=starttls|implicit|none]"
+
+_ROLES: dict[str, Role] = {"api": "api", "smtp": "smtp", "worker": "worker", "all": "all"}
+_TLS_MODES: dict[str, TlsMode] = {"starttls": "starttls", "implicit": "implicit", "none": "none"}
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+_REGION_NAME = re.compile(r"[a-z0-9-]+")
+_HOST_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOSTNAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+_S3_URL = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^?#]*))?")
+
+
+def parse_path(text: str) -> Path:
+    """A path, ``~`` expanded."""
+    return Path(text.strip()).expanduser()
+
+
+def parse_existing_file(text: str) -> Path:
+    """A path naming a file that exists now (TLS certificate and key)."""
+    path = parse_path(text)
+    if not path.is_file():
+        raise ValueError(f"expected an existing file, got {text.strip()!r}")
+    return path
+
+
+def parse_port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    return _parse_whole_number(text, 0, 65535, "an integer 0-65535")
+
+
+def parse_retention_days(text: str) -> int:
+    """A whole number of days, at least one."""
+    return _parse_whole_number(text, 1, 1_000_000, "a whole number of days, at least 1")
+
+
+def _parse_whole_number(text: str, low: int, high: int, expected: str) -> int:
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
+        raise ValueError(f"expected {expected}, got {value!r}")
+    return int(value)
+
+
+def parse_bool(text: str) -> bool:
+    """true/false, 1/0 or yes/no, in any case."""
+    value = _BOOLEANS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"expected true/false, 1/0 or yes/no, got {text.strip()!r}")
+    return value
+
+
+def parse_jitter(text: str) -> float:
+    """A fraction from 0 up to (not including) 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:
+        raise ValueError(
+            f"expected a fraction from 0 up to (not including) 1, got {text.strip()!r}"
+        )
+    return value
+
+
+def parse_positive_duration(text: str) -> float:
+    """A duration such as ``30s`` or ``2m``, in seconds, above zero."""
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError(f"expected a duration above zero, got {text.strip()!r}")
+    return seconds
+
+
+def parse_secret_key(text: str) -> str:
+    """A secret key of at least ``SECRET_KEY_MIN_LENGTH`` characters."""
+    key = text.strip()
+    if len(key) < SECRET_KEY_MIN_LENGTH:
+        # Never echo the key itself: only its length.
+        raise ValueError(f"expected at least {SECRET_KEY_MIN_LENGTH} characters, got {len(key)}")
+    return key
+
+
+def parse_role(text: str) -> Role:
+    """The processes to run: api, smtp, worker or all."""
+    role = _ROLES.get(text.strip().lower())
+    if role is None:
+        raise ValueError(f"expected one of api, smtp, worker, all, got {text.strip()!r}")
+    return role
+
+
+def parse_log_level(text: str) -> str:
+    """A logging level name, in lower case."""
+    level = text.strip().lower()
+    if level not in _LOG_LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}, got {text.strip()!r}")
+    return level
+
+
+def parse_bind_host(text: str) -> str:
+    """A host name or IP address to listen on (an IPv6 address without its brackets)."""
+    host = text.strip().removeprefix("[").removesuffix("]")
+    if not host or any(char.isspace() or char in "/[]" for char in host):
+        raise ValueError(f"expected a host name or IP address to listen on, got {text.strip()!r}")
+    return host
+
+
+def parse_hostname(text: str) -> str:
+    """A DNS name, in lower case without its trailing dot."""
+    host = text.strip().rstrip(".").lower()
+    if len(host) > 253 or not _HOSTNAME.fullmatch(host):
+        raise ValueError(f"expected a DNS name such as mx.example.com, got {text.strip()!r}")
+    return host
+
+
+def parse_public_url(text: str) -> str:
+    """An absolute http(s) URL without query or fragment, without its trailing slash."""
+    url = text.strip().rstrip("/")
+    expected = f"expected an absolute http(s) URL such as https://mail.example.com, got {url!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a malformed port
+    except ValueError:
+        raise ValueError(expected) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(expected)
+    return url
+
+
+def parse_database_url(text: str) -> str:
+    """``sqlite:///<path>`` or ``postgresql://...`` (``postgres://`` is spelled out)."""
+    url = text.strip()
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///").partition("?")[0]
+        if path in ("", ":memory:"):
+            raise ValueError(f"expected a SQLite file path after sqlite:///, got {url!r}")
+        return url
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix) and len(url) > len(prefix):
+            return "postgresql://" + url.removeprefix(prefix)
+    expected = "expected sqlite:///<path> or postgresql://user@host/db"
+    raise ValueError(f"{expected}, got {redact(url)!r}")
+
+
+def is_postgres_url(url: str) -> bool:
+    """True for a PostgreSQL database URL, false for SQLite."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def parse_blob_store(text: str) -> str:
+    """``database`` or ``s3://bucket[/prefix]`` (the prefix without outer slashes)."""
+    value = text.strip()
+    if value == "database":
+        return value
+    match = _S3_URL.fullmatch(value)
+    if match is None:
+        raise ValueError(f"expected 'database' or s3://bucket/prefix, got {value!r}")
+    prefix = (match["prefix"] or "").strip("/")
+    return f"s3://{match['bucket']}/{prefix}" if prefix else f"s3://{match['bucket']}"
+
+
+def parse_regions(text: str) -> tuple[str, ...]:
+    """Comma-separated region names of a-z, 0-9 and ``-``, each once."""
+    names = tuple(name.strip() for name in text.split(","))
+    for name in names:
+        if not _REGION_NAME.fullmatch(name):
+            expected = "expected comma-separated region names of a-z, 0-9 and '-'"
+            raise ValueError(f"{expected}, got {text.strip()!r}")
+        if names.count(name) > 1:
+            raise ValueError(f"expected each region once, got {name!r} twice")
+    return names
+
+
+def parse_nameservers(text: str) -> tuple[tuple[str, int], ...]:
+    """Comma-separated DNS servers as (IP, port) pairs."""
+    return tuple(_parse_nameserver(entry.strip()) for entry in text.split(",") if entry.strip())
+
+
+def _parse_nameserver(entry: str) -> tuple[str, int]:
+    """``ip``, ``ip:port``, ``[ipv6]:port`` or a bare IPv6 address; the port defaults to 53."""
+    host, port_text = _split_host_port(entry)
+    try:
+        ipaddress.ip_address(host)
+        port = 53 if port_text is None else parse_port(port_text)
+    except ValueError:
+        port = 0
+    if port == 0:
+        expected = "expected IP[:port] entries such as 1.1.1.1,[::1]:53"
+        raise ValueError(f"{expected}, got {entry!r}")
+    return host, port
+
+
+def _split_host_port(entry: str) -> tuple[str, str | None]:
+    if entry.startswith("["):
+        host, closed, rest = entry[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            return "", None
+        return host, rest[1:] if rest else None
+    if entry.count(":") == 1:
+        host, _, port_text = entry.partition(":")
+        return host, port_text
+    return entry, None
+
+
+# --- smtp:// delivery URLs ------------------------------------------------------------------
+
+
+class SmtpUrl(NamedTuple):
+    """The parts of an ``smtp://`` delivery URL."""
+
+    host: str | None
+    port: int
+    username: str | None
+    password: str | None
+    tls: TlsMode
+
+
+def parse_smtp_url(url: str) -> SmtpUrl:
+    """``smtp://[user:pass@]host[:port][?tls=...]``; the port defaults to 465 or 587 by TLS mode."""
+    parts = _split_smtp_url(url)
+    tls = _parse_tls_query(parts.query)
+    username, password = _smtp_credentials(parts)
+    port = _smtp_port(parts) or (465 if tls == "implicit" else 587)
+    return SmtpUrl(parts.hostname, port, username, password, tls)
+
+
+def _split_smtp_url(url: str) -> SplitResult:
+    expected = f"expected {DELIVERY_FORMS}, got {redact(url)!r}"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(expected) from None
+    if not parts.hostname or parts.path not in ("", "/") or parts.fragment:
+        raise ValueError(expected)
+    return parts
+
+
+def _parse_tls_query(query: str) -> TlsMode:
+    if not query:
+        return "starttls"
+    try:
+        params = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=True))
+    except ValueError:
+        params = {}
+    mode = _TLS_MODES.get(params.get("tls", "")) if set(params) == {"tls"} else None
+    if mode is None:
+        raise ValueError(f"expected ?tls=starttls|implicit|none in the smtp:// URL, got {query!r}")
+    return mode
+
+
+def _smtp_credentials(parts: SplitResult) -> tuple[str | None, str | None]:
+    if parts.username is None and parts.password is None:
+        return None, None
+    if not parts.username or parts.password is None:
+        raise ValueError("expected both user and password in the smtp:// URL (user:pass@host)")
+    return unquote(parts.username), unquote(parts.password)
+
+
+def _smtp_port(parts: SplitResult) -> int | None:
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("expected a port 1-65535 in the smtp:// URL")
+    return port
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for error messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://..." if "@" in url else url
+    if parts.password is None:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return parts._replace(netloc=f"{user}:***@{hostport}").geturl()

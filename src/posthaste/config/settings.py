@@ -1,0 +1,319 @@
+"""The ``Settings`` of a process: every setting's type and default, and the rules that span keys.
+
+``Settings.load`` reads raw texts through ``sources.py``, parses each with ``parsers.py``, then
+applies what no single value decides: derived defaults (database URL, public URL), the TLS
+certificate and key given together, ``[regions.<name>]`` tables naming listed regions, and the
+secret key required on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from posthaste.config.parsers import (
+    DELIVERY_FORMS,
+    Role,
+    TlsMode,
+    is_postgres_url,
+    parse_bind_host,
+    parse_blob_store,
+    parse_bool,
+    parse_database_url,
+    parse_existing_file,
+    parse_hostname,
+    parse_jitter,
+    parse_log_level,
+    parse_nameservers,
+    parse_path,
+    parse_port,
+    parse_positive_duration,
+    parse_public_url,
+    parse_regions,
+    parse_retention_days,
+    parse_role,
+    parse_secret_key,
+    parse_smtp_url,
+    redact,
+)
+from posthaste.config.sources import RegionTable, Sources, load_or_create_secret_key, read_sources
+from posthaste.core.durations import parse_schedule
+from posthaste.errors import ConfigError
+
+DeliveryKind = Literal["capture", "mx", "smtp"]
+
+DEFAULT_DATA_DIR = Path("./posthaste-data")
+_REGION_TABLE_KEYS = ("delivery", "smtp_timeout", "mx_host", "spf_include")
+
+
+@dataclass(frozen=True)
+class DeliveryTarget:
+    """Where outbound mail goes: the capture store, the recipients' MX hosts, or one SMTP relay."""
+
+    kind: DeliveryKind
+    host: str | None = None
+    port: int | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: TlsMode = "starttls"
+
+    @classmethod
+    def parse(cls, text: str) -> DeliveryTarget:
+        """Read ``capture``, ``mx`` or ``smtp://[user:pass@]host[:port][?tls=...]``."""
+        value = text.strip()
+        if value == "capture":
+            return cls(kind="capture")
+        if value == "mx":
+            return cls(kind="mx")
+        if value.lower().startswith("smtp://"):
+            url = parse_smtp_url(value)
+            return cls(
+                kind="smtp",
+                host=url.host,
+                port=url.port,
+                username=url.username,
+                password=url.password,
+                tls=url.tls,
+            )
+        raise ValueError(f"expected {DELIVERY_FORMS}, got {redact(value)!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every setting of a Posthaste process; build with ``Settings.load()`` or directly in tests.
+
+    An empty ``database_url`` or ``public_url`` is derived at construction (from ``data_dir``,
+    and from ``http_host``/``http_port``); ``secret_key`` defaults to a random key per instance.
+    """
+
+    database_url: str = ""
+    data_dir: Path = DEFAULT_DATA_DIR
+    blob_store: str = "database"
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    public_url: str = ""
+    smtp_relay_port: int = 2587
+    smtp_relay_tls_port: int = 2465
+    smtp_inbound_port: int = 2525
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    delivery: DeliveryTarget = field(default_factory=lambda: DeliveryTarget(kind="capture"))
+    region_delivery: Mapping[str, DeliveryTarget] = field(default_factory=dict, hash=False)
+    smtp_timeout: float = 30.0
+    region_smtp_timeout: Mapping[str, float] = field(default_factory=dict, hash=False)
+    dns_nameservers: tuple[tuple[str, int], ...] = ()
+    regions: tuple[str, ...] = ("us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1")
+    mx_host: str = "mx.posthaste.localhost"
+    spf_include: str = "_spf.posthaste.localhost"
+    region_mx_host: Mapping[str, str] = field(default_factory=dict, hash=False)
+    region_spf_include: Mapping[str, str] = field(default_factory=dict, hash=False)
+    webhook_retry_schedule: tuple[float, ...] = parse_schedule(
+        "1m,5m,30m,2h,5h,10h,24h,24h,24h,24h"
+    )
+    webhook_jitter: float = 0.1
+    webhook_timeout: float = 10.0
+    webhook_allow_private: bool = False
+    delivery_retry_schedule: tuple[float, ...] = parse_schedule("1m,5m,15m,30m,1h,2h,4h,8h,16h,24h")
+    secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
+    retention_days: int = 30
+    role: Role = "all"
+    job_lease: float = 60.0
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if not self.database_url:
+            object.__setattr__(self, "database_url", default_database_url(self.data_dir))
+        if not self.public_url:
+            url = default_public_url(self.http_host, self.http_port)
+            object.__setattr__(self, "public_url", url)
+        for name in _REGION_MAPPINGS:
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read and validate every setting from the TOML file (if any) and the environment."""
+        env = os.environ if environ is None else environ
+        sources, region_tables = read_sources(env, SETTING_KEYS)
+        return _build_settings(sources, region_tables)
+
+    @property
+    def is_postgres(self) -> bool:
+        """True when the database is PostgreSQL (a fleet), false for SQLite (one machine)."""
+        return is_postgres_url(self.database_url)
+
+    @property
+    def async_database_url(self) -> str:
+        """The URL for SQLAlchemy's async engine: aiosqlite or asyncpg."""
+        if self.is_postgres:
+            return "postgresql+asyncpg://" + self.database_url.split("://", 1)[1]
+        return "sqlite+aiosqlite:///" + self.database_url.removeprefix("sqlite:///")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite database file, or None on PostgreSQL."""
+        if self.is_postgres:
+            return None
+        return Path(self.database_url.removeprefix("sqlite:///").partition("?")[0])
+
+    @property
+    def default_region(self) -> str:
+        """The region of emails and domains that do not name one: the first listed."""
+        return self.regions[0]
+
+    def delivery_for(self, region: str) -> DeliveryTarget:
+        """The delivery target of ``region``: its own when TOML gave one, else the global one."""
+        return self.region_delivery.get(region, self.delivery)
+
+    def smtp_timeout_for(self, region: str) -> float:
+        """Seconds to wait for each step of an outbound SMTP session of ``region``."""
+        return self.region_smtp_timeout.get(region, self.smtp_timeout)
+
+    def mx_host_for(self, region: str) -> str:
+        """The MX host published for domains of ``region``."""
+        return self.region_mx_host.get(region, self.mx_host)
+
+    def spf_include_for(self, region: str) -> str:
+        """The SPF include published for domains of ``region``."""
+        return self.region_spf_include.get(region, self.spf_include)
+
+
+_REGION_MAPPINGS = (
+    "region_delivery",
+    "region_smtp_timeout",
+    "region_mx_host",
+    "region_spf_include",
+)
+SETTING_KEYS: tuple[str, ...] = tuple(
+    f.name for f in fields(Settings) if f.name not in _REGION_MAPPINGS
+)
+"""Keys settable by environment (``POSTHASTE_<KEY>``) and at the top level of the TOML file."""
+
+
+def default_database_url(data_dir: Path) -> str:
+    """The SQLite file in ``data_dir``: ``sqlite:///./posthaste-data/posthaste.db`` by default."""
+    path = (data_dir / "posthaste.db").as_posix()
+    if not data_dir.is_absolute() and not path.startswith("."):
+        path = "./" + path
+    return "sqlite:///" + path
+
+
+def default_public_url(host: str, port: int) -> str:
+    """``http://<host>:<port>``, with an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+# --- building Settings ----------------------------------------------------------------------
+
+
+def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Settings:
+    """Parse every key, then the rules that span keys: derived defaults, TLS pair, regions, key."""
+    base = Settings()  # the defaults
+    get = sources.get
+    data_dir = get("data_dir", parse_path, base.data_dir)
+    database_url = get("database_url", parse_database_url, default_database_url(data_dir))
+    http_host = get("http_host", parse_bind_host, base.http_host)
+    http_port = get("http_port", parse_port, base.http_port)
+    regions = get("regions", parse_regions, base.regions)
+    tls_cert, tls_key = _tls_pair(sources)
+    overrides = _RegionOverrides.parse(region_tables, regions, sources.label("regions"))
+    return Settings(
+        database_url=database_url,
+        data_dir=data_dir,
+        blob_store=get("blob_store", parse_blob_store, base.blob_store),
+        http_host=http_host,
+        http_port=http_port,
+        public_url=get("public_url", parse_public_url, ""),
+        smtp_relay_port=get("smtp_relay_port", parse_port, base.smtp_relay_port),
+        smtp_relay_tls_port=get("smtp_relay_tls_port", parse_port, base.smtp_relay_tls_port),
+        smtp_inbound_port=get("smtp_inbound_port", parse_port, base.smtp_inbound_port),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        delivery=get("delivery", DeliveryTarget.parse, base.delivery),
+        region_delivery=overrides.delivery,
+        smtp_timeout=get("smtp_timeout", parse_positive_duration, base.smtp_timeout),
+        region_smtp_timeout=overrides.smtp_timeout,
+        dns_nameservers=get("dns_nameservers", parse_nameservers, ()),
+        regions=regions,
+        mx_host=get("mx_host", parse_hostname, base.mx_host),
+        spf_include=get("spf_include", parse_hostname, base.spf_include),
+        region_mx_host=overrides.mx_host,
+        region_spf_include=overrides.spf_include,
+        webhook_retry_schedule=get(
+            "webhook_retry_schedule", parse_schedule, base.webhook_retry_schedule
+        ),
+        webhook_jitter=get("webhook_jitter", parse_jitter, base.webhook_jitter),
+        webhook_timeout=get("webhook_timeout", parse_positive_duration, base.webhook_timeout),
+        webhook_allow_private=get("webhook_allow_private", parse_bool, base.webhook_allow_private),
+        delivery_retry_schedule=get(
+            "delivery_retry_schedule", parse_schedule, base.delivery_retry_schedule
+        ),
+        secret_key=_resolve_secret_key(sources, database_url, data_dir),
+        retention_days=get("retention_days", parse_retention_days, base.retention_days),
+        role=get("role", parse_role, base.role),
+        job_lease=get("job_lease", parse_positive_duration, base.job_lease),
+        log_level=get("log_level", parse_log_level, base.log_level),
+    )
+
+
+def _tls_pair(sources: Sources) -> tuple[Path | None, Path | None]:
+    """The TLS certificate and key files: both or neither."""
+    cert = sources.get("tls_cert", parse_existing_file, None)
+    key = sources.get("tls_key", parse_existing_file, None)
+    if (cert is None) != (key is None):
+        given, missing = ("tls_cert", "tls_key") if cert is not None else ("tls_key", "tls_cert")
+        raise ConfigError(f"{sources.label(missing)}: required when {sources.label(given)} is set")
+    return cert, key
+
+
+def _resolve_secret_key(sources: Sources, database_url: str, data_dir: Path) -> str:
+    """The configured key; on SQLite only, the one kept in (or first made in) the data dir."""
+    key = sources.get("secret_key", parse_secret_key, None)
+    if key is not None:
+        return key
+    if is_postgres_url(database_url):
+        reason = "every process of a fleet must share it"
+        raise ConfigError(f"POSTHASTE_SECRET_KEY is required with PostgreSQL: {reason}")
+    return load_or_create_secret_key(data_dir)
+
+
+@dataclass(frozen=True)
+class _RegionOverrides:
+    delivery: dict[str, DeliveryTarget]
+    smtp_timeout: dict[str, float]
+    mx_host: dict[str, str]
+    spf_include: dict[str, str]
+
+    @classmethod
+    def parse(
+        cls, tables: list[RegionTable], regions: tuple[str, ...], regions_label: str
+    ) -> _RegionOverrides:
+        """Validate ``[regions.<name>]`` tables: known regions and keys, valid values."""
+        overrides = cls(delivery={}, smtp_timeout={}, mx_host={}, spf_include={})
+        for table in tables:
+            if table.name not in regions:
+                listed = ", ".join(regions)
+                message = f"region {table.name!r} is not in {regions_label} ({listed})"
+                raise ConfigError(f"{table.label}: {message}")
+            overrides._add(table)
+        return overrides
+
+    def _add(self, table: RegionTable) -> None:
+        unknown = sorted(set(table.values) - set(_REGION_TABLE_KEYS))
+        if unknown:
+            raise ConfigError(f"{table.label}: unknown keys: {', '.join(unknown)}")
+        sources = table.sources()
+        delivery = sources.get("delivery", DeliveryTarget.parse, None)
+        if delivery is not None:
+            self.delivery[table.name] = delivery
+        timeout = sources.get("smtp_timeout", parse_positive_duration, None)
+        if timeout is not None:
+            self.smtp_timeout[table.name] = timeout
+        for key, mapping in (("mx_host", self.mx_host), ("spf_include", self.spf_include)):
+            host = sources.get(key, parse_hostname, "")
+            if host:
+                mapping[table.name] = host

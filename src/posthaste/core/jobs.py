@@ -1,0 +1,16 @@
+"""The kinds of job in the queue, named once: services enqueue them, workers handle them.
+
+Each kind's handler lives in its own module under ``workers/`` and is registered in
+``workers/kinds.py``; a test checks that every kind here has one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobKind(StrEnum):
+    """A job's ``kind`` column: which handler runs it."""
+
+    DELIVER_EMAIL = "deliver_email"  # send an accepted email (workers/delivery.py)
+    CHECK_DOMAIN = "check_domain"  # re-check a sending domain's DNS (workers/domain_checks.py)

@@ -1,0 +1,61 @@
+"""Every job kind and how to build its handler, in one table that ``Services.make_worker`` reads.
+
+A kind runs one job at a time (``OneByOne``) or every claimed job of the kind at once
+(``Batched``, so their database writes share statements). The webhook dispatcher
+(``workers/webhooks.py``) is its own loop over its own queue, not a job kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from posthaste.core.jobs import JobKind
+from posthaste.workers import delivery, domain_checks
+from posthaste.workers.runner import BatchHandler, Handler
+
+if TYPE_CHECKING:
+    from posthaste.bootstrap import Services
+
+
+@dataclass(frozen=True)
+class OneByOne:
+    """A kind whose jobs run each on its own."""
+
+    build: Callable[[Services], Handler]
+
+
+@dataclass(frozen=True)
+class Batched:
+    """A kind whose claimed jobs run together, in one call."""
+
+    build: Callable[[Services], BatchHandler]
+
+
+JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
+    {
+        JobKind.DELIVER_EMAIL: Batched(delivery.deliver_emails),
+        JobKind.CHECK_DOMAIN: OneByOne(domain_checks.check_domain),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """The handlers of every job kind, built for one ``Services``, as the runner takes them."""
+
+    one_by_one: dict[str, Handler]
+    batched: dict[str, BatchHandler]
+
+
+def build_handlers(services: Services) -> Handlers:
+    """Each kind's handler in ``JOB_KINDS``, built from ``services``."""
+    handlers = Handlers(one_by_one={}, batched={})
+    for kind, entry in JOB_KINDS.items():
+        if isinstance(entry, Batched):
+            handlers.batched[kind] = entry.build(services)
+        else:
+            handlers.one_by_one[kind] = entry.build(services)
+    return handlers
