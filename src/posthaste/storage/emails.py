@@ -14,8 +14,8 @@ from posthaste.core.models import AttachmentInfo, Email, Event, KeyMode
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
-from posthaste.storage._dialect import among
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import among
 from posthaste.storage.tables import (
     attachments,
     blobs,

@@ -25,8 +25,8 @@ from sqlalchemy.engine import Dialect
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
 from posthaste.storage import bulk
-from posthaste.storage._dialect import among
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Database, Tx
+from posthaste.storage.dialects import Forms, among
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
 
 CHANNEL = WEBHOOKS_CHANNEL
@@ -388,25 +388,36 @@ async def resume_paused(tx: Tx, webhook_id: str) -> None:
 async def claim_due(
     db: Database, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
 ) -> list[Claim]:
-    """Claim up to ``limit`` due deliveries (see ``claim``) with their endpoints and events.
+    """Claim up to ``limit`` due deliveries, at most ``room[id]`` (else ``default_room``) per
+    endpoint, with their endpoints and events.
 
     PostgreSQL: ONE statement on the driver connection (choose, lease, read endpoint and event),
     which commits by itself; SQLite: ``claim`` and two reads in one transaction.
     """
-    if db.is_postgres:
-        full = [webhook_id for webhook_id, free in room.items() if free <= 0]
-        async with db.driver() as conn:
-            rows = await conn.fetch(
-                _CLAIM_PG,
-                now,
-                now + lease_ms,
-                list(room),
-                list(room.values()),
-                default_room,
-                limit,
-                full,
-            )
-        return _claims_pg(rows)
+    return await db.dialect.pick(_CLAIM_DUE)(db, now, lease_ms, room, default_room, limit)
+
+
+async def _claim_due_postgres(
+    db: Database, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
+) -> list[Claim]:
+    full = [webhook_id for webhook_id, free in room.items() if free <= 0]
+    async with db.driver() as conn:
+        rows = await conn.fetch(
+            _CLAIM_PG,
+            now,
+            now + lease_ms,
+            list(room),
+            list(room.values()),
+            default_room,
+            limit,
+            full,
+        )
+    return _claims_pg(rows)
+
+
+async def _claim_due_sqlite(
+    db: Database, now: int, lease_ms: int, room: dict[str, int], default_room: int, limit: int
+) -> list[Claim]:
     async with db.transaction() as tx:
         claimed = await claim(tx, now, lease_ms, room, default_room, limit)
         if not claimed:
@@ -414,6 +425,9 @@ async def claim_due(
         found = await targets(tx, {c.webhook_id for c in claimed})
         bodies = await envelopes(tx, {c.event_id for c in claimed})
     return [Claim(c, found.get(c.webhook_id), bodies.get(c.event_id)) for c in claimed]
+
+
+_CLAIM_DUE = Forms(postgresql=_claim_due_postgres, sqlite=_claim_due_sqlite)
 
 
 # The candidates in due order, locked (SKIP LOCKED: another dispatcher's are passed over), at
@@ -573,22 +587,30 @@ async def record_outcomes(db: Database, outcomes: Sequence[Outcome]) -> None:
     """Store finished attempts and the resulting delivery states (group commit): ONE statement
     on PostgreSQL (on the driver connection, committing by itself), three in one transaction on
     SQLite. Wakes the dispatchers when a delivery falls due again later."""
-    if not outcomes:
-        return
-    retry = any(o.next_attempt_at is not None for o in outcomes)
-    if db.is_postgres:
-        async with db.driver() as conn:
-            await conn.execute(_RECORD_PG, *_record_arrays(outcomes))
-            if retry:
-                await db.notify_now(conn, CHANNEL)
-        return
+    if outcomes:
+        retry = any(o.next_attempt_at is not None for o in outcomes)
+        await db.dialect.pick(_RECORD)(db, outcomes, retry)
+
+
+async def _record_postgres(db: Database, outcomes: Sequence[Outcome], retry: bool) -> None:
+    async with db.driver() as conn:
+        await conn.execute(_RECORD_PG, *_record_arrays(outcomes))
+        if retry:
+            await db.notify_now(conn, CHANNEL)
+
+
+async def _record_sqlite(db: Database, outcomes: Sequence[Outcome], retry: bool) -> None:
     async with db.transaction() as tx:
-        await _record_sqlite(tx, outcomes)
+        await _record_kept(tx, outcomes)
         if retry:
             tx.notify(CHANNEL)
 
 
-async def _record_sqlite(tx: Tx, outcomes: Sequence[Outcome]) -> None:
+_RECORD = Forms(postgresql=_record_postgres, sqlite=_record_sqlite)
+
+
+async def _record_kept(tx: Tx, outcomes: Sequence[Outcome]) -> None:
+    """SQLite: the outcomes of endpoints that still exist, as an attempt and a state each."""
     alive = await _existing_webhooks(tx, {o.claimed.webhook_id for o in outcomes})
     kept = [o for o in outcomes if o.claimed.webhook_id in alive]
     if not kept:
