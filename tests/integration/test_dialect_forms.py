@@ -16,9 +16,8 @@ from posthaste.bootstrap import Services
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus, WebhookAttempt
-from posthaste.storage import bulk, suppressions
+from posthaste.storage import bulk, suppressions, webhook_queue
 from posthaste.storage import events as events_repo
-from posthaste.storage import webhooks as webhooks_repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.tables import jobs
 from tests.conftest import Tenant
@@ -83,16 +82,16 @@ async def _rows_deleted(db: Database, team: str) -> None:
 
 
 async def _deliveries_claimed(db: Database, team: str) -> None:
-    await webhooks_repo.claim_due(db, now_ms(), 60_000, {}, 8, 10)
+    await webhook_queue.claim_due(db, now_ms(), 60_000, {}, 8, 10)
 
 
 async def _outcomes_recorded(db: Database, team: str) -> None:
-    claimed = webhooks_repo.Claimed(new_id(), new_id(), team, 0, 1, None)
+    claimed = webhook_queue.Claimed(new_id(), new_id(), team, 0, 1, None)
     attempt = WebhookAttempt(
         new_id(), claimed.webhook_id, claimed.event_id, 1, 500, False, None, 1, None
     )
-    outcome = webhooks_repo.Outcome(claimed, attempt, DeliveryStatus.PENDING, now_ms() + 1000)
-    await webhooks_repo.record_outcomes(db, [outcome])
+    outcome = webhook_queue.Outcome(claimed, attempt, DeliveryStatus.PENDING, now_ms() + 1000)
+    await webhook_queue.record_outcomes(db, [outcome])
 
 
 async def _stream_read(db: Database, team: str) -> None:
@@ -113,8 +112,8 @@ OPERATIONS: dict[str, tuple[Operation, str]] = {
     "bulk insert": (_rows_inserted, "SELECT * FROM unnest($1::"),
     "bulk update": (_rows_updated, "UPDATE jobs SET attempts = v.attempts FROM unnest($1::"),
     "bulk delete": (_rows_deleted, "DELETE FROM jobs USING unnest($1::"),
-    "webhook claim": (_deliveries_claimed, webhooks_repo._CLAIM_PG),
-    "webhook outcomes": (_outcomes_recorded, webhooks_repo._RECORD_PG),
+    "webhook claim": (_deliveries_claimed, webhook_queue._CLAIM_PG),
+    "webhook outcomes": (_outcomes_recorded, webhook_queue._RECORD_PG),
     "event stream": (_stream_read, "pg_snapshot_xmin(pg_current_snapshot())"),
     "event position": (_position_read, "SELECT events.txid, events.id"),
 }

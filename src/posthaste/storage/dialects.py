@@ -9,7 +9,7 @@ the two is asked of it, so no other module tests which database it runs on:
 - what the repositories write differently: ``insert`` (``ON CONFLICT``), ``among`` (``IN``);
 - ``pick(forms)``: a query with a PostgreSQL and a SQLite form keeps both side by side under one
   name in its repository, ``Forms(postgresql=…, sqlite=…)`` (``suppressions._LISTED``,
-  ``bulk._INSERT``, ``webhooks._CLAIM_DUE``…); the dialect hands back its own, a call
+  ``bulk._INSERT``, ``webhook_queue._CLAIM_DUE``…); the dialect hands back its own, a call
   that costs what the ``is_postgres`` test it replaces did. The forms are built at import.
 
 Alembic's migrations (``migrations/versions``) are frozen history and keep their own

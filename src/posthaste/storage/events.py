@@ -28,8 +28,7 @@ from sqlalchemy import (
 )
 
 from posthaste.core.models import Event
-from posthaste.storage import bulk
-from posthaste.storage import webhooks as webhooks_repo
+from posthaste.storage import bulk, webhook_fanout
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
 from posthaste.storage.dialects import Forms
 from posthaste.storage.tables import events
@@ -65,13 +64,13 @@ async def insert_events(
 
 async def _insert_postgres(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
     rows = [event_row(event) for event in items]
-    await webhooks_repo.insert_events_fanned_out(tx, rows, also)
+    await webhook_fanout.insert_events_fanned_out(tx, rows, also)
 
 
 async def _insert_sqlite(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
     await bulk.insert_tables(tx, also)
     await bulk.insert_rows(tx, events, [event_row(event) for event in items])
-    await webhooks_repo.fan_out(tx, items)
+    await webhook_fanout.fan_out(tx, items)
 
 
 _INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)

@@ -1,49 +1,30 @@
-"""Webhook endpoints, their deliveries (one per event and endpoint) and delivery attempts.
+"""The webhook delivery queue as the dispatcher works it: claim due deliveries, release a
+disabled endpoint's, record what each attempt left, and find when the next one falls due.
 
 A delivery row is due when ``due_at <= now``; the dispatcher claims it by pushing ``due_at`` out
 by a lease and bumping ``claims`` (the fencing token), exactly like the job queue, so a crashed
-dispatcher's deliveries fall due again by themselves. Secrets are stored as SecretBox text.
+dispatcher's deliveries fall due again by themselves. The claim and the recording of outcomes
+each have a PostgreSQL form (one statement on a driver connection, committing by itself) and a
+SQLite form (a few statements in one transaction), side by side under one name.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import (
-    bindparam,
-    delete,
-    func,
-    select,
-    update,
-)
-from sqlalchemy.engine import Dialect
+from sqlalchemy import bindparam, func, select, update
 
 from posthaste.core.models import Event
-from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
-from posthaste.storage import bulk
+from posthaste.core.webhooks import DeliveryStatus, WebhookAttempt
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Database, Tx
 from posthaste.storage.dialects import Forms, among
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries, webhooks
+from posthaste.storage.webhook_endpoints import Target, targets
 
 CHANNEL = WEBHOOKS_CHANNEL
-PENDING = DeliveryStatus.PENDING.value
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the dispatcher needs of an endpoint: where, whether, and the sealed secrets."""
-
-    id: str
-    team_id: str
-    endpoint: str
-    enabled: bool
-    secret: str
-    previous_secret: str | None
-    previous_secret_until: int | None
 
 
 @dataclass(frozen=True)
@@ -76,313 +57,13 @@ class Outcome:
     next_attempt_at: int | None
 
 
-def _webhook(row: Any) -> Webhook:
-    return Webhook(
-        row.id,
-        row.team_id,
-        row.endpoint,
-        list(row.events),
-        bool(row.enabled),
-        row.created_at,
-        row.updated_at,
-    )
+@dataclass(frozen=True)
+class Due:
+    now: bool  # some delivery is due (claimable, or held back: a saturated endpoint's, or locked)
+    later: int | None  # when the next delivery after ``now`` falls due
 
 
-def _target(row: Any) -> Target:
-    return Target(
-        row.id,
-        row.team_id,
-        row.endpoint,
-        bool(row.enabled),
-        row.secret,
-        row.previous_secret,
-        row.previous_secret_until,
-    )
-
-
-# --- endpoints ------------------------------------------------------------------------------
-
-
-async def insert_webhook(tx: Tx, hook: Webhook, sealed_secret: str) -> None:
-    await tx.conn.execute(
-        webhooks.insert().values(
-            id=hook.id,
-            team_id=hook.team_id,
-            endpoint=hook.endpoint,
-            events=hook.events,
-            enabled=hook.enabled,
-            secret=sealed_secret,
-            created_at=hook.created_at,
-            updated_at=hook.updated_at,
-        )
-    )
-
-
-async def get_webhook(tx: Tx, team_id: str, webhook_id: str) -> Webhook | None:
-    query = select(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
-    row = (await tx.conn.execute(query)).first()
-    return _webhook(row) if row else None
-
-
-async def list_webhooks(tx: Tx, team_id: str) -> list[Webhook]:
-    query = (
-        select(webhooks)
-        .where(webhooks.c.team_id == team_id)
-        .order_by(webhooks.c.created_at, webhooks.c.id)
-    )
-    return [_webhook(row) for row in await tx.conn.execute(query)]
-
-
-async def update_webhook(tx: Tx, team_id: str, webhook_id: str, **values: Any) -> bool:
-    query = (
-        update(webhooks)
-        .where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
-        .values(**values)
-    )
-    return bool((await tx.conn.execute(query)).rowcount)
-
-
-async def delete_webhook(tx: Tx, team_id: str, webhook_id: str) -> bool:
-    query = delete(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
-    return bool((await tx.conn.execute(query)).rowcount)
-
-
-async def get_target(tx: Tx, team_id: str, webhook_id: str) -> Target | None:
-    query = select(webhooks).where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)
-    row = (await tx.conn.execute(query)).first()
-    return _target(row) if row else None
-
-
-async def targets(tx: Tx, webhook_ids: Collection[str]) -> dict[str, Target]:
-    """The endpoints of claimed deliveries (SQLite's claim: its single writer keeps them from
-    being deleted until the claim commits)."""
-    query = select(webhooks).where(among(tx, webhooks.c.id, webhook_ids))
-    return {row.id: _target(row) for row in await tx.conn.execute(query)}
-
-
-# --- fan-out --------------------------------------------------------------------------------
-
-
-async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
-    """One delivery per enabled endpoint subscribed to each event's type; two statements at most.
-
-    A team without webhooks costs one indexed lookup and nothing else.
-    """
-    team_ids = {event.team_id for event in items}
-    query = select(webhooks.c.id, webhooks.c.team_id, webhooks.c.events).where(
-        webhooks.c.team_id.in_(team_ids), webhooks.c.enabled.is_(True)
-    )
-    subscribed = (await tx.conn.execute(query)).all()
-    if not subscribed:
-        return
-    rows = [
-        _delivery_row(hook.id, event)
-        for event in items
-        for hook in subscribed
-        if hook.team_id == event.team_id and event.type in hook.events
-    ]
-    if rows:
-        await bulk.insert_rows(tx, webhook_deliveries, rows)
-        tx.notify(CHANNEL)
-
-
-async def insert_events_fanned_out(
-    tx: Tx, rows: Sequence[Mapping[str, Any]], also: Sequence[bulk.TableRows] = ()
-) -> None:
-    """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
-    one statement (the endpoints are read by the statement itself, in the same transaction),
-    with ``also``'s rows of other tables (what the events record, as ``bulk.insert_tables``)
-    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip."""
-    before = bulk.insert_parts(also)
-    columns = tuple(rows[0])
-    channels = tx.unsent()
-    sql, before_processors, processors = _events_fan_out_sql(
-        tx.conn.dialect, bulk.shape_of(before), columns, len(channels)
-    )
-    params = (
-        *bulk.insert_params(before, before_processors),
-        *bulk.arrays(rows, columns, processors),
-        *channels,
-        CHANNEL,
-    )
-    [(fanned, *_)] = await tx.fetch_pg(sql, *params)
-    for channel in channels:
-        tx.notify(channel, sent=True)
-    if fanned:
-        tx.notify(CHANNEL, sent=True)
-
-
-@functools.cache
-def _events_fan_out_sql(
-    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int
-) -> tuple[str, list[list[Any]], list[Any]]:
-    inserts, before_processors = bulk.inserts(dialect, before)
-    first = 1 + sum(len(part_columns) for _, part_columns in before)
-    source, processors = bulk.unnest(dialect, events, columns, first)
-    first += len(columns)
-    earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
-    notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
-    sql = f"""
-        WITH {earlier} stored AS (
-            {bulk.insert_into(dialect, events, columns)}
-            SELECT * FROM {source}
-            RETURNING id, team_id, type, created_at
-        ), fanned AS (
-            INSERT INTO webhook_deliveries (webhook_id, event_id, team_id, status, attempts,
-                due_at, next_attempt_at, claims, replay_status, created_at)
-            SELECT w.id, s.id, s.team_id, '{PENDING}', 0, s.created_at, s.created_at, 0, NULL,
-                s.created_at
-            FROM stored s JOIN webhooks w ON w.team_id = s.team_id AND w.enabled
-            WHERE w.events::jsonb @> jsonb_build_array(s.type)
-            RETURNING 1
-        )
-        SELECT (SELECT count(*) FROM fanned){notify},
-            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
-    """
-    return sql, before_processors, processors
-
-
-def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:
-    return {
-        "webhook_id": webhook_id,
-        "event_id": event.id,
-        "team_id": event.team_id,
-        "status": PENDING,
-        "attempts": 0,
-        "due_at": event.created_at,
-        "next_attempt_at": event.created_at,
-        "claims": 0,
-        "replay_status": None,
-        "created_at": event.created_at,
-    }
-
-
-# --- reading deliveries and attempts --------------------------------------------------------
-
-_DELIVERY_COLUMNS = (
-    webhook_deliveries.c.event_id,
-    webhook_deliveries.c.webhook_id,
-    events.c.type,
-    events.c.created_at,
-    events.c.data,
-    webhook_deliveries.c.status,
-    webhook_deliveries.c.attempts,
-    webhook_deliveries.c.next_attempt_at,
-)
-
-
-def _delivery(row: Any) -> WebhookDelivery:
-    status = DeliveryStatus(row.status)
-    next_at = row.next_attempt_at if status is DeliveryStatus.PENDING else None
-    return WebhookDelivery(
-        row.event_id,
-        row.webhook_id,
-        row.type,
-        row.created_at,
-        row.data,
-        status,
-        row.attempts,
-        next_at,
-    )
-
-
-def _deliveries_query(team_id: str, webhook_id: str) -> Any:
-    return (
-        select(*_DELIVERY_COLUMNS)
-        .join(events, events.c.id == webhook_deliveries.c.event_id)
-        .where(
-            webhook_deliveries.c.team_id == team_id, webhook_deliveries.c.webhook_id == webhook_id
-        )
-    )
-
-
-async def iter_deliveries(
-    tx: Tx, team_id: str, webhook_id: str, page: int = 500
-) -> AsyncIterator[WebhookDelivery]:
-    """Every delivery of an endpoint, newest first, read in keyset pages (flat memory)."""
-    before: str | None = None
-    while True:
-        query = _deliveries_query(team_id, webhook_id)
-        if before is not None:
-            query = query.where(webhook_deliveries.c.event_id < before)
-        query = query.order_by(webhook_deliveries.c.event_id.desc()).limit(page)
-        rows = (await tx.conn.execute(query)).all()
-        for row in rows:
-            yield _delivery(row)
-        if len(rows) < page:
-            return
-        before = rows[-1].event_id
-
-
-async def get_delivery(
-    tx: Tx, team_id: str, webhook_id: str, event_id: str
-) -> WebhookDelivery | None:
-    query = _deliveries_query(team_id, webhook_id).where(webhook_deliveries.c.event_id == event_id)
-    row = (await tx.conn.execute(query)).first()
-    return _delivery(row) if row else None
-
-
-async def list_attempts(
-    tx: Tx, team_id: str, webhook_id: str, event_id: str
-) -> list[WebhookAttempt]:
-    query = (
-        select(webhook_attempts)
-        .where(
-            webhook_attempts.c.team_id == team_id,
-            webhook_attempts.c.webhook_id == webhook_id,
-            webhook_attempts.c.event_id == event_id,
-        )
-        .order_by(webhook_attempts.c.id)
-    )
-    return [
-        WebhookAttempt(
-            r.id,
-            r.webhook_id,
-            r.event_id,
-            r.attempted_at,
-            r.status_code,
-            bool(r.success),
-            r.error,
-            r.duration_ms,
-            r.response_body,
-        )
-        for r in await tx.conn.execute(query)
-    ]
-
-
-# --- scheduling -----------------------------------------------------------------------------
-
-
-async def replay(tx: Tx, delivery: WebhookDelivery, now: int) -> None:
-    """Make a delivery due now; an ended one returns to its end status if the replay fails."""
-    values: dict[str, Any] = {"due_at": now, "next_attempt_at": now}
-    if delivery.status is not DeliveryStatus.PENDING:
-        values.update(status=PENDING, replay_status=delivery.status.value)
-    query = (
-        update(webhook_deliveries)
-        .where(
-            webhook_deliveries.c.webhook_id == delivery.webhook_id,
-            webhook_deliveries.c.event_id == delivery.event_id,
-        )
-        .values(**values)
-    )
-    await tx.conn.execute(query)
-    tx.notify(CHANNEL)
-
-
-async def resume_paused(tx: Tx, webhook_id: str) -> None:
-    """Re-enabled endpoint: its pending deliveries fall due again on their schedule."""
-    query = (
-        update(webhook_deliveries)
-        .where(
-            webhook_deliveries.c.webhook_id == webhook_id,
-            webhook_deliveries.c.status == PENDING,
-            webhook_deliveries.c.due_at.is_(None),
-        )
-        .values(due_at=webhook_deliveries.c.next_attempt_at)
-    )
-    await tx.conn.execute(query)
-    tx.notify(CHANNEL)
+# --- claiming -------------------------------------------------------------------------------
 
 
 async def claim_due(
@@ -566,6 +247,9 @@ async def envelopes(tx: Tx, event_ids: Collection[str]) -> dict[str, Event]:
     }
 
 
+# --- settling -------------------------------------------------------------------------------
+
+
 async def pause(tx: Tx, items: Sequence[Claimed]) -> None:
     """Release claimed deliveries of a disabled endpoint without an attempt."""
     if not items:
@@ -715,10 +399,7 @@ def _state_params(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Due:
-    now: bool  # some delivery is due (claimable, or held back: a saturated endpoint's, or locked)
-    later: int | None  # when the next delivery after ``now`` falls due
+# --- what falls due next --------------------------------------------------------------------
 
 
 async def next_due(tx: Tx, now: int) -> Due:
