@@ -27,6 +27,7 @@ from posthaste.core.status import EmailStatus
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
 from posthaste.storage.database import Database
+from posthaste.storage.dialects import dialect_for
 from posthaste.storage.migrate import upgrade_to_head
 
 
@@ -138,8 +139,9 @@ async def run(
     batch_concurrency: int,
 ) -> list[Measurement]:
     """Both baselines on a fresh migrated database: one email per transaction, then batches."""
-    await upgrade_to_head(async_url)
-    db = Database(async_url)
+    dialect = dialect_for(async_url)
+    await upgrade_to_head(async_url, dialect)
+    db = Database(async_url, dialect)
     try:
         team = await TeamService(db).create_team("bench", 0, 0)
         now = now_ms()

@@ -12,6 +12,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from posthaste.storage.database import Database
+from posthaste.storage.dialects import PostgresDialect
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PROC = Path("/proc")
@@ -146,7 +147,7 @@ async def database_backends_seconds(db: Database, before: Mapping[int, float]) -
     """CPU seconds the bench database's own backends used since ``before`` (pid -> seconds;
     a backend not in it counts from its start). PostgreSQL only (0 on SQLite): the statements'
     cost without other databases, the WAL writer or the checkpointer."""
-    if not db.is_postgres:
+    if not isinstance(db.dialect, PostgresDialect):
         return 0.0
     query = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
     async with db.read() as tx:

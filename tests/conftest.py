@@ -25,6 +25,7 @@ from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.models import KeyMode, Permission, Team
+from posthaste.storage.dialects import PostgresDialect, SqliteDialect
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.storage.tables import metadata
 from tests.dns_server import ZoneServer, running_zone
@@ -57,7 +58,8 @@ def pg_url() -> Iterator[str]:
         pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_DSN}: {exc}")
     base = PG_ADMIN_DSN.rsplit("/", 1)[0]
     url = f"{base}/{name}"
-    asyncio.run(upgrade_to_head(url.replace("postgresql://", "postgresql+asyncpg://", 1)))
+    async_url = url.replace("postgresql://", "postgresql+asyncpg://", 1)
+    asyncio.run(upgrade_to_head(async_url, PostgresDialect()))
     yield url
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
@@ -65,7 +67,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("schema") / "template.db"
-    asyncio.run(upgrade_to_head(f"sqlite+aiosqlite:///{path}"))
+    asyncio.run(upgrade_to_head(f"sqlite+aiosqlite:///{path}", SqliteDialect()))
     return path
 
 
@@ -91,8 +93,8 @@ def settings(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Se
 
 
 async def _empty_tables(services: Services) -> None:
-    if not services.db.is_postgres:
-        return
+    if not isinstance(services.db.dialect, PostgresDialect):
+        return  # SQLite: each test has its own copy of the migrated file
     names = ", ".join(t.name for t in metadata.sorted_tables)
     async with services.db.transaction() as tx:
         await tx.conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))

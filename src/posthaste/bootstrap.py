@@ -33,6 +33,7 @@ from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
+from posthaste.storage.dialects import Dialect, dialect_for
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.kinds import build_handlers
 from posthaste.workers.runner import Worker
@@ -117,9 +118,7 @@ def build_services(
 ) -> Services:
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
-    if not settings.is_postgres:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.async_database_url)
+    db = Database(settings.async_database_url, _dialect(settings))
     idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
     parsed_templates = ParseCache()
@@ -162,6 +161,12 @@ def build_services(
 
 
 async def migrate(settings: Settings) -> None:
-    if not settings.is_postgres:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    await upgrade_to_head(settings.async_database_url)
+    await upgrade_to_head(settings.async_database_url, _dialect(settings))
+
+
+def _dialect(settings: Settings) -> Dialect:
+    """SQLite or PostgreSQL, chosen here from the URL for everything built on the database;
+    what it needs on this machine is made before first use."""
+    dialect = dialect_for(settings.database_url)
+    dialect.prepare(settings.data_dir)
+    return dialect

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
+from posthaste.storage.dialects import dialect_for
 from posthaste.storage.migrate import alembic_config
 from posthaste.storage.tables import email_subjects, emails, teams
 from tests.conftest import PG_ADMIN_DSN, _pg_admin
@@ -38,7 +39,7 @@ async def fresh_url(settings: Settings, tmp_path: Path) -> AsyncIterator[str]:
 
 async def _migrate(url: str, revision: str) -> None:
     def upgrade(conn: Connection) -> None:
-        config = alembic_config(url)
+        config = alembic_config(url, dialect_for(url))
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 

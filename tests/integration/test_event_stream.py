@@ -164,11 +164,11 @@ async def test_unknown_types_are_refused(services: Services, tenant: Tenant, bas
 
 
 async def test_an_event_recorded_by_another_process_reaches_the_stream(
-    services: Services, settings: Settings, tenant: Tenant, base_url: str
+    services: Services, settings: Settings, tenant: Tenant, base_url: str, backend: str
 ) -> None:
     # On PostgreSQL only NOTIFY can wake the stream in time (its poll is pushed out of reach);
     # a second SQLite process on the same file is reached by the poll.
-    services.event_stream.poll = 60 if services.db.is_postgres else 0.2
+    services.event_stream.poll = 60 if backend == "postgres" else 0.2
     worker = build_services(settings)  # another process: its own pool and LISTEN connection
     try:
         async with stream(base_url, tenant) as reader:

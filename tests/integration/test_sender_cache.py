@@ -15,6 +15,7 @@ from posthaste.core.addresses import parse_address
 from posthaste.errors import DomainNotVerified
 from posthaste.services.senders import DomainSenders
 from posthaste.storage.database import DOMAINS_CHANNEL, Tx
+from posthaste.storage.dialects import SqliteDialect
 from tests.conftest import Tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import refused_as, verified_domain
@@ -69,7 +70,7 @@ async def test_a_domain_deleted_by_another_process_is_refused_once_heard(
 
 class _Tx(Tx):
     def __init__(self) -> None:
-        super().__init__(conn=None)  # type: ignore[arg-type]
+        super().__init__(conn=None, dialect=SqliteDialect())  # type: ignore[arg-type]
 
 
 async def test_an_answer_read_while_a_change_was_heard_is_not_kept(

@@ -18,7 +18,7 @@ from posthaste.bootstrap import Services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
-from posthaste.storage import webhooks as webhooks_repo
+from posthaste.storage import webhook_queue
 from posthaste.storage.events import insert_events
 from posthaste.storage.tables import webhook_deliveries, webhooks
 from posthaste.workers.webhooks import WebhookDispatcher
@@ -390,7 +390,7 @@ async def test_a_failed_pause_does_not_hold_back_the_rest_of_the_claim(
         async def broken_pause(*_: object) -> None:
             raise RuntimeError("the database refused the pause")
 
-        monkeypatch.setattr(webhooks_repo, "pause", broken_pause)
+        monkeypatch.setattr(webhook_queue, "pause", broken_pause)
         running = services.make_webhook_dispatcher(per_endpoint=4)
         task = asyncio.create_task(running.run())
         try:
@@ -448,12 +448,12 @@ async def test_next_due_tells_what_is_due_now_and_when_the_next_falls_due(
     await _create(client, tenant, "http://127.0.0.1:9/hook")
     now = now_ms()
     async with services.db.read() as tx:
-        assert await webhooks_repo.next_due(tx, now) == webhooks_repo.Due(False, None)
+        assert await webhook_queue.next_due(tx, now) == webhook_queue.Due(False, None)
     items = [Event(new_id(), tenant.team.id, "email.queued", None, now, {}) for _ in range(3)]
     async with services.db.transaction() as tx:
         await insert_events(tx, items)  # three deliveries, due now
     async with services.db.read() as tx:
-        assert await webhooks_repo.next_due(tx, now_ms()) == webhooks_repo.Due(True, None)
+        assert await webhook_queue.next_due(tx, now_ms()) == webhook_queue.Due(True, None)
     later = now + 60_000
     async with services.db.transaction() as tx:
         await tx.conn.execute(
@@ -467,8 +467,8 @@ async def test_next_due_tells_what_is_due_now_and_when_the_next_falls_due(
             .values(due_at=later)
         )
     async with services.db.read() as tx:
-        assert await webhooks_repo.next_due(tx, now_ms()) == webhooks_repo.Due(False, later)
-        assert await webhooks_repo.next_due(tx, later) == webhooks_repo.Due(True, later + 1)
+        assert await webhook_queue.next_due(tx, now_ms()) == webhook_queue.Due(False, later)
+        assert await webhook_queue.next_due(tx, later) == webhook_queue.Due(True, later + 1)
 
 
 async def test_events_fan_out_to_their_own_teams_subscribed_enabled_endpoints_only(

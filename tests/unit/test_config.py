@@ -76,7 +76,6 @@ def test_load_defaults(tmp_path: Path) -> None:
     assert settings.role == "all"
     assert settings.job_lease == 60.0
     assert settings.log_level == "info"
-    assert not settings.is_postgres
 
 
 def test_direct_construction_has_the_product_defaults_and_touches_no_files() -> None:
@@ -91,7 +90,6 @@ def test_direct_construction_has_the_product_defaults_and_touches_no_files() -> 
 def test_direct_construction_derives_database_and_public_url(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, http_host="::1", http_port=9000, secret_key=SECRET)
     assert settings.database_url == f"sqlite:///{tmp_path}/posthaste.db"
-    assert settings.sqlite_path == tmp_path / "posthaste.db"
     assert settings.public_url == "http://[::1]:9000"
 
 
@@ -243,17 +241,13 @@ def test_sqlite_url_is_kept_and_made_async(tmp_path: Path) -> None:
     settings = load(tmp_path, DATABASE_URL="sqlite:////var/lib/ph/db.sqlite")
     assert settings.database_url == "sqlite:////var/lib/ph/db.sqlite"
     assert settings.async_database_url == "sqlite+aiosqlite:////var/lib/ph/db.sqlite"
-    assert settings.sqlite_path == Path("/var/lib/ph/db.sqlite")
-    assert not settings.is_postgres
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_postgres_urls_are_normalized_and_made_async(tmp_path: Path, scheme: str) -> None:
     settings = load(tmp_path, DATABASE_URL=f"{scheme}://ph:pw@db:5432/ph", SECRET_KEY=SECRET)
-    assert settings.is_postgres
     assert settings.database_url == "postgresql://ph:pw@db:5432/ph"
     assert settings.async_database_url == "postgresql+asyncpg://ph:pw@db:5432/ph"
-    assert settings.sqlite_path is None
 
 
 def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:

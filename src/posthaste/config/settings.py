@@ -142,23 +142,11 @@ class Settings:
         return _build_settings(sources, region_tables)
 
     @property
-    def is_postgres(self) -> bool:
-        """True when the database is PostgreSQL (a fleet), false for SQLite (one machine)."""
-        return is_postgres_url(self.database_url)
-
-    @property
     def async_database_url(self) -> str:
         """The URL for SQLAlchemy's async engine: aiosqlite or asyncpg."""
-        if self.is_postgres:
+        if is_postgres_url(self.database_url):
             return "postgresql+asyncpg://" + self.database_url.split("://", 1)[1]
         return "sqlite+aiosqlite:///" + self.database_url.removeprefix("sqlite:///")
-
-    @property
-    def sqlite_path(self) -> Path | None:
-        """The SQLite database file, or None on PostgreSQL."""
-        if self.is_postgres:
-            return None
-        return Path(self.database_url.removeprefix("sqlite:///").partition("?")[0])
 
     @property
     def default_region(self) -> str:

@@ -22,7 +22,8 @@ from posthaste.core.webhooks import (
     new_secret,
 )
 from posthaste.errors import Conflict, NotFound, ValidationError
-from posthaste.storage import webhooks as repo
+from posthaste.storage import webhook_deliveries as deliveries
+from posthaste.storage import webhook_endpoints as repo
 from posthaste.storage.database import Database
 
 _KNOWN_TYPES = frozenset(EVENT_TYPES)
@@ -79,7 +80,7 @@ class WebhookService:
                 tx, principal.team_id, webhook_id, **values, updated_at=now_ms()
             )
             if values.get("enabled") and not before.enabled:
-                await repo.resume_paused(tx, webhook_id)
+                await deliveries.resume_paused(tx, webhook_id)
         return await self.get(principal, webhook_id)
 
     async def delete(self, principal: Principal, webhook_id: str) -> None:
@@ -112,17 +113,17 @@ class WebhookService:
         """Every event sent (or to be sent) to the endpoint, newest first, streamed."""
         await self.get(principal, webhook_id)
         async with self.db.read() as tx:
-            async for item in repo.iter_deliveries(tx, principal.team_id, webhook_id):
+            async for item in deliveries.iter_deliveries(tx, principal.team_id, webhook_id):
                 yield item
 
     async def attempts(
         self, principal: Principal, webhook_id: str, event_id: str
     ) -> list[WebhookAttempt]:
         async with self.db.read() as tx:
-            found = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+            found = await deliveries.get_delivery(tx, principal.team_id, webhook_id, event_id)
             if found is None:
                 raise _event_not_found(webhook_id, event_id)
-            return await repo.list_attempts(tx, principal.team_id, webhook_id, event_id)
+            return await deliveries.list_attempts(tx, principal.team_id, webhook_id, event_id)
 
     async def replay(self, principal: Principal, webhook_id: str, event_id: str) -> WebhookDelivery:
         """Deliver the event again at once (same ``webhook-id``); the attempt is recorded."""
@@ -132,11 +133,11 @@ class WebhookService:
                 raise _not_found(webhook_id)
             if not hook.enabled:
                 raise Conflict("The webhook is disabled; enable it (PATCH enabled: true) first.")
-            found = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+            found = await deliveries.get_delivery(tx, principal.team_id, webhook_id, event_id)
             if found is None:
                 raise _event_not_found(webhook_id, event_id)
-            await repo.replay(tx, found, now_ms())
-            replayed = await repo.get_delivery(tx, principal.team_id, webhook_id, event_id)
+            await deliveries.replay(tx, found, now_ms())
+            replayed = await deliveries.get_delivery(tx, principal.team_id, webhook_id, event_id)
         assert replayed is not None
         return replayed
 

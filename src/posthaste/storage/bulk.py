@@ -31,8 +31,8 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, delete, update
 from sqlalchemy.engine import Dialect
 
-from posthaste.storage._dialect import is_postgres
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import Forms
 
 Row = Mapping[str, Any]
 TableRows = tuple[Table, Sequence[Row]]
@@ -51,14 +51,21 @@ async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
     data-modifying ``WITH`` of it (foreign keys are checked at the end of the statement, so a
     child's rows may come before its parent's). Elsewhere a statement per table, in order."""
     parts = insert_parts(tables)
-    if not parts:
-        return
-    if not is_postgres(tx):
-        for table, _, group in parts:
-            await tx.conn.execute(table.insert(), group)
-        return
+    if parts:
+        await tx.dialect.pick(_INSERT)(tx, parts)
+
+
+async def _insert_postgres(tx: Tx, parts: Sequence[Part]) -> None:
     sql, processors = _insert_sql(tx.conn.dialect, shape_of(parts))
     await tx.conn.exec_driver_sql(sql, tuple(insert_params(parts, processors)))
+
+
+async def _insert_sqlite(tx: Tx, parts: Sequence[Part]) -> None:
+    for table, _, group in parts:
+        await tx.conn.execute(table.insert(), group)
+
+
+_INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)
 
 
 def insert_parts(tables: Sequence[TableRows]) -> list[Part]:
@@ -109,27 +116,51 @@ async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[
     """Set each row's other columns where its ``keys`` columns match (a key given twice: the
     last row wins, as with ``executemany``)."""
     latest = {tuple(row[key] for key in keys): row for row in rows}
+    update_shape = tx.dialect.pick(_UPDATE)
     for columns, group in _shapes(list(latest.values())).items():
-        if is_postgres(tx):
-            sql, processors = _update_sql(tx.conn.dialect, table, tuple(keys), columns)
-            await _execute(tx, sql, processors, columns, group)
-        else:
-            values: dict[str, Any] = {
-                name: bindparam(f"v_{name}") for name in columns if name not in keys
-            }
-            query = update(table).where(_matching(table, keys)).values(values)
-            await tx.conn.execute(query, _prefixed(group, keys))
+        await update_shape(tx, table, tuple(keys), columns, group)
+
+
+async def _update_postgres(
+    tx: Tx, table: Table, keys: tuple[str, ...], columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    sql, processors = _update_sql(tx.conn.dialect, table, keys, columns)
+    await _execute(tx, sql, processors, columns, rows)
+
+
+async def _update_sqlite(
+    tx: Tx, table: Table, keys: tuple[str, ...], columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    values: dict[str, Any] = {name: bindparam(f"v_{name}") for name in columns if name not in keys}
+    query = update(table).where(_matching(table, keys)).values(values)
+    await tx.conn.execute(query, _prefixed(rows, keys))
+
+
+_UPDATE = Forms(postgresql=_update_postgres, sqlite=_update_sqlite)
 
 
 async def delete_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
     """Delete the rows matching each row's columns."""
+    delete_shape = tx.dialect.pick(_DELETE)
     for columns, group in _shapes(rows).items():
-        if is_postgres(tx):
-            sql, processors = _delete_sql(tx.conn.dialect, table, columns)
-            await _execute(tx, sql, processors, columns, group)
-        else:
-            query = delete(table).where(_matching(table, columns))
-            await tx.conn.execute(query, _prefixed(group, columns))
+        await delete_shape(tx, table, columns, group)
+
+
+async def _delete_postgres(
+    tx: Tx, table: Table, columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    sql, processors = _delete_sql(tx.conn.dialect, table, columns)
+    await _execute(tx, sql, processors, columns, rows)
+
+
+async def _delete_sqlite(
+    tx: Tx, table: Table, columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    query = delete(table).where(_matching(table, columns))
+    await tx.conn.execute(query, _prefixed(rows, columns))
+
+
+_DELETE = Forms(postgresql=_delete_postgres, sqlite=_delete_sqlite)
 
 
 def _shapes(rows: Sequence[Row]) -> dict[tuple[str, ...], list[Row]]:

@@ -1,12 +1,11 @@
 """The database handle: engine, transactions, and cross-process wake-ups.
 
-SQLite (one machine): WAL, ``BEGIN IMMEDIATE`` for writes so two writers never deadlock on a lock
-upgrade, and an in-process lock so writers queue fairly instead of spinning in SQLite's busy
-handler. Wake-ups are in-process callbacks fired after commit.
-
-PostgreSQL (a fleet): asyncpg pool; wake-ups are ``NOTIFY`` inside the transaction (delivered by
-PostgreSQL at commit) and one ``LISTEN`` connection per process; the committing process also
-fires its own listeners at once.
+What differs between SQLite and PostgreSQL is its dialect's (``storage/dialects.py``), handed to
+it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the process), read
+units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
+others through ``NOTIFY`` (sent inside the transaction, delivered by PostgreSQL at commit, heard
+on one ``LISTEN`` connection per process). SQLite serves one process: the in-process callbacks
+are all there is.
 """
 
 from __future__ import annotations
@@ -20,13 +19,12 @@ from typing import Any
 
 import asyncpg
 import orjson
-from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from posthaste.errors import ServiceUnavailable
+from posthaste.storage.dialects import Dialect, Forms
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +41,17 @@ CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL, DOMAIN
 class Tx:
     """One open transaction; repositories take it, services open it.
 
-    ``driver`` is set in an ``autocommit()`` unit on PostgreSQL: the asyncpg connection under
-    ``conn``, for the send path's statements that run for every group (SQLAlchemy's own work
-    per statement, ~50-100 µs, is more than they cost to build); each commits by itself."""
+    ``dialect`` is the database's (``storage/dialects.py``): a repository asks it for whatever
+    is written differently on SQLite and PostgreSQL. ``driver`` is set in an ``autocommit()``
+    unit on PostgreSQL: the asyncpg connection under ``conn``, for the send path's statements
+    that run for every group (SQLAlchemy's own work per statement, ~50-100 µs, is more than
+    they cost to build); each commits by itself."""
 
-    def __init__(self, conn: AsyncConnection, driver: asyncpg.Connection | None = None) -> None:
+    def __init__(
+        self, conn: AsyncConnection, dialect: Dialect, driver: asyncpg.Connection | None = None
+    ) -> None:
         self.conn = conn
+        self.dialect = dialect
         self.driver = driver
         self.channels: set[str] = set()
         self._sent: set[str] = set()
@@ -72,13 +75,22 @@ class Tx:
         return sorted(self.channels - self._sent)
 
 
+Unit = Callable[[], contextlib.AbstractAsyncContextManager[Tx]]
+
+
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 20) -> None:
+    def __init__(self, url: str, dialect: Dialect, *, pool_size: int = 20) -> None:
         self.url = url
-        self.is_postgres = url.startswith("postgresql")
-        self.engine: AsyncEngine = self._make_engine(url, pool_size)
-        self._write_lock = asyncio.Lock()
-        # PostgreSQL: the connection ``autocommit()`` keeps between units (see there).
+        self.dialect = dialect
+        # orjson for JSON columns: several times faster than ``json`` on every insert and read.
+        self.engine: AsyncEngine = dialect.create_engine(
+            url, pool_size, json_serializer=_dump_json, json_deserializer=orjson.loads
+        )
+        self._write_lock = dialect.write_lock()
+        # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
+        # between units; SQLite has no such thing (a write takes the write lock either way).
+        autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self.transaction)
+        self._autocommit = dialect.pick(autocommit)
         self._held: tuple[AsyncConnection, asyncpg.Connection] | None = None
         self._held_lock = asyncio.Lock()
         self._listeners: dict[str, list[Listener]] = defaultdict(list)
@@ -86,37 +98,16 @@ class Database:
         self._reconnect_task: asyncio.Task[None] | None = None
         self._closing = False
 
-    def _make_engine(self, url: str, pool_size: int) -> AsyncEngine:
-        # orjson for JSON columns: several times faster than ``json`` on every insert and read.
-        json_options: dict[str, Any] = {
-            "json_serializer": _dump_json,
-            "json_deserializer": orjson.loads,
-        }
-        if self.is_postgres:
-            return create_async_engine(
-                url,
-                pool_size=pool_size,
-                max_overflow=pool_size,
-                pool_pre_ping=False,
-                **json_options,
-            )
-        engine = create_async_engine(url, pool_size=8, max_overflow=8, **json_options)
-        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
-        return engine
-
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         """A write transaction; listeners named through ``tx.notify`` wake after commit."""
-        lock = self._write_lock if not self.is_postgres else _NullLock()
-        async with lock, _translate_db_errors(), self.engine.begin() as conn:
-            tx = Tx(conn)
+        async with self._write_lock, _translate_db_errors(), self.engine.begin() as conn:
+            tx = Tx(conn, self.dialect)
             yield tx
-            await self._send_notifications(tx)
+            await self.dialect.send_notifications(tx)
         self._fire_all(tx)
 
-    @contextlib.asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[Tx]:
+    def autocommit(self) -> contextlib.AbstractAsyncContextManager[Tx]:
         """Work whose one write is a single statement (reads around it are fine): on PostgreSQL
         every statement commits by itself, which spares the BEGIN and COMMIT round trips of
         ``transaction()``; listeners wake as after a transaction. On SQLite, a transaction (a
@@ -129,22 +120,23 @@ class Database:
         during a unit (closed, invalidated, cancelled mid-statement) is closed and the unit's
         error is a 503; one found closed is replaced before use. A unit that finds the kept
         connection in use takes one from the pool as before."""
-        if not self.is_postgres:
-            async with self.transaction() as tx:
-                yield tx
-            return
+        return self._autocommit()
+
+    @contextlib.asynccontextmanager
+    async def _kept_unit(self) -> AsyncIterator[Tx]:
+        """PostgreSQL's autocommit unit (see ``autocommit``)."""
         if self._held_lock.locked():
             async with _translate_db_errors(), self.engine.connect() as conn:
                 tx = await self._autocommit_tx(conn)
                 yield tx
-                await self._send_notifications(tx)
+                await self.dialect.send_notifications(tx)
             self._fire_all(tx)
             return
         async with self._held_lock, _translate_db_errors():
             tx = await self._held_tx()
             try:
                 yield tx
-                await self._send_notifications(tx)
+                await self.dialect.send_notifications(tx)
             except BaseException as exc:
                 lost = tx.conn.invalidated or _gone(tx.driver)
                 if lost or not isinstance(exc, Exception):
@@ -170,13 +162,12 @@ class Database:
             assert tx.driver is not None
             self._held = (conn, tx.driver)
         conn, driver = self._held
-        return Tx(conn, driver)
+        return Tx(conn, self.dialect, driver)
 
-    @staticmethod
-    async def _autocommit_tx(conn: AsyncConnection) -> Tx:
+    async def _autocommit_tx(self, conn: AsyncConnection) -> Tx:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         raw = await conn.get_raw_connection()
-        return Tx(conn, raw.driver_connection)
+        return Tx(conn, self.dialect, raw.driver_connection)
 
     async def _end_unit(self, conn: AsyncConnection) -> None:
         """Close what SQLAlchemy began for the unit's own statements (with AUTOCOMMIT, only its
@@ -195,13 +186,6 @@ class Database:
             with contextlib.suppress(Exception):
                 await held[0].close()
 
-    async def _send_notifications(self, tx: Tx) -> None:
-        """One round trip for the channels no statement has notified (PostgreSQL delivers them
-        at commit)."""
-        channels = tx.unsent()
-        if self.is_postgres and channels:
-            await tx.conn.execute(_notify_statement(len(channels)), _channel_params(channels))
-
     def _fire_all(self, tx: Tx) -> None:
         # This process hears at once, without waiting for its own NOTIFY to come back (which
         # fires the listeners a second time; they are idempotent: wake up, forget a key).
@@ -212,19 +196,17 @@ class Database:
     async def read(self) -> AsyncIterator[Tx]:
         """A read-only unit of work (no write lock on SQLite)."""
         async with _translate_db_errors(), self.engine.connect() as conn:
-            if not self.is_postgres:
-                conn = await conn.execution_options(sqlite_read=True)
-            yield Tx(conn)
+            yield Tx(await self.dialect.reading(conn), self.dialect)
 
     @contextlib.asynccontextmanager
     async def driver(self) -> AsyncIterator[asyncpg.Connection]:
         """PostgreSQL only: the asyncpg connection under a pooled one, for the few statements
         that run so often that SQLAlchemy's own cost per statement shows (the webhook
         dispatcher's claim and group commit). Each statement commits by itself (autocommit)."""
-        if not self.is_postgres:
-            raise RuntimeError("Database.driver() is for PostgreSQL only")
         async with _translate_db_errors(), self.engine.connect() as conn:
             raw = await conn.get_raw_connection()
+            if not isinstance(raw.driver_connection, asyncpg.Connection):
+                raise RuntimeError("Database.driver() is for PostgreSQL only")
             yield raw.driver_connection
 
     async def notify_now(self, conn: asyncpg.Connection, channel: str) -> None:
@@ -240,20 +222,16 @@ class Database:
             callback()
 
     async def start_listening(self) -> None:
-        """On PostgreSQL, LISTEN on every channel; reconnects by itself if the link drops."""
-        if not self.is_postgres or self._listen_conn is not None:
+        """Hear other processes' wake-ups on every channel, where the dialect has them
+        (PostgreSQL's LISTEN); reconnects by itself if the link drops."""
+        if self._listen_conn is not None:
             return
-        url = make_url(self.url).set(drivername="postgresql")
-        conn = await asyncpg.connect(url.render_as_string(hide_password=False))
-        for channel in sorted({*CHANNELS, *self._listeners}):
-            await conn.add_listener(channel, self._on_pg_notify)
-        conn.add_termination_listener(self._on_listen_lost)
-        self._listen_conn = conn
+        channels = sorted({*CHANNELS, *self._listeners})
+        self._listen_conn = await self.dialect.listen(
+            self.url, channels, self._fire, self._on_listen_lost
+        )
 
-    def _on_pg_notify(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
-        self._fire(channel)
-
-    def _on_listen_lost(self, _conn: Any) -> None:
+    def _on_listen_lost(self) -> None:
         if self._closing:
             return
         self._listen_conn = None
@@ -294,24 +272,6 @@ def _dump_json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _notify_statement(count: int) -> Any:
-    """One round trip for every channel of a transaction."""
-    calls = ", ".join(f"pg_notify(:c{i}, '')" for i in range(count))
-    return text(f"SELECT {calls}")
-
-
-def _channel_params(channels: list[str]) -> dict[str, str]:
-    return {f"c{i}": channel for i, channel in enumerate(channels)}
-
-
-class _NullLock:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
 @contextlib.asynccontextmanager
 async def _translate_db_errors() -> AsyncIterator[None]:
     """A database that cannot be reached is 503, never a stack trace."""
@@ -342,21 +302,3 @@ def _gone(driver: asyncpg.Connection | None) -> bool:
 def _is_connection_problem(exc: OperationalError) -> bool:
     message = str(exc.orig).lower()
     return any(marker in message for marker in ("connect", "unable to open", "database is locked"))
-
-
-def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
-    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit BEGIN is deferred).
-    dbapi_conn.isolation_level = None
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def _sqlite_on_begin(conn: Any) -> None:
-    if conn.get_execution_options().get("sqlite_read"):
-        conn.exec_driver_sql("BEGIN")
-    else:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")

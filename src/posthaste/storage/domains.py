@@ -11,8 +11,8 @@ from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.domains import DnsRecord, Domain, RecordStatus
 from posthaste.errors import Conflict
-from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import domain_claims, domains
 
 _COLUMNS = [c for c in domains.c if c.name != "dkim_private_key"]

@@ -24,8 +24,8 @@ from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, c
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage._dialect import among
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import among
 from posthaste.storage.tables import (
     attachments,
     blobs,

@@ -28,10 +28,9 @@ from sqlalchemy import (
 )
 
 from posthaste.core.models import Event
-from posthaste.storage import bulk
-from posthaste.storage import webhooks as webhooks_repo
-from posthaste.storage._dialect import is_postgres
+from posthaste.storage import bulk, webhook_fanout
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
+from posthaste.storage.dialects import Forms
 from posthaste.storage.tables import events
 
 Position = tuple[int, str]
@@ -60,31 +59,48 @@ async def insert_events(
         await bulk.insert_tables(tx, also)
         return
     tx.notify(EVENTS_CHANNEL)
+    await tx.dialect.pick(_INSERT)(tx, items, also)
+
+
+async def _insert_postgres(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
     rows = [event_row(event) for event in items]
-    if is_postgres(tx):
-        await webhooks_repo.insert_events_fanned_out(tx, rows, also)
-    else:
-        await bulk.insert_tables(tx, also)
-        await bulk.insert_rows(tx, events, rows)
-        await webhooks_repo.fan_out(tx, items)
+    await webhook_fanout.insert_events_fanned_out(tx, rows, also)
 
 
-def _position_column(tx: Tx) -> Any:
-    return events.c.txid if is_postgres(tx) else _ROWID
+async def _insert_sqlite(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
+    await bulk.insert_tables(tx, also)
+    await bulk.insert_rows(tx, events, [event_row(event) for event in items])
+    await webhook_fanout.fan_out(tx, items)
+
+
+_INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)
+
+# Where an event sits in the stream: a commit-safe ``(txid, id)`` on PostgreSQL, the rowid on
+# SQLite (see the module's docstring).
+_POSITION: Forms[ColumnElement[Any]] = Forms(postgresql=events.c.txid, sqlite=_ROWID)
 
 
 async def tail_position(tx: Tx) -> Position:
     """The position of "now": events committed later come after it."""
-    if is_postgres(tx):
-        horizon = (await tx.conn.execute(select(_PG_HORIZON))).scalar_one()
-        return int(horizon), ""
+    return await tx.dialect.pick(_TAIL)(tx)
+
+
+async def _tail_postgres(tx: Tx) -> Position:
+    horizon = (await tx.conn.execute(select(_PG_HORIZON))).scalar_one()
+    return int(horizon), ""
+
+
+async def _tail_sqlite(tx: Tx) -> Position:
     last = (await tx.conn.execute(select(func.max(_ROWID)).select_from(events))).scalar()
     return int(last or 0), ""
 
 
+_TAIL = Forms(postgresql=_tail_postgres, sqlite=_tail_sqlite)
+
+
 async def position_of(tx: Tx, team_id: str, event_id: str) -> Position | None:
     """Where the team's event ``event_id`` sits in the stream, or None if unknown."""
-    query = select(_position_column(tx), events.c.id).where(
+    query = select(tx.dialect.pick(_POSITION), events.c.id).where(
         events.c.team_id == team_id, events.c.id == event_id
     )
     row = (await tx.conn.execute(query)).first()
@@ -95,7 +111,7 @@ async def events_after(
     tx: Tx, team_id: str, after: Position, types: Sequence[str] | None, limit: int
 ) -> list[tuple[Event, Position]]:
     """The team's events after ``after`` in stream order, only those no later commit can precede."""
-    query = _stream_query(tx, team_id, after, limit)
+    query = tx.dialect.pick(_AFTER)(team_id, after, limit)
     if types:
         query = query.where(events.c.type.in_(types))
     rows = (await tx.conn.execute(query)).all()
@@ -105,15 +121,23 @@ async def events_after(
     ]
 
 
-def _stream_query(tx: Tx, team_id: str, after: Position, limit: int) -> Select[Any]:
-    pos = _position_column(tx)
-    columns = (pos.label("pos"), events.c.id, events.c.type, events.c.email_id)
-    base = select(*columns, events.c.created_at, events.c.data)
-    if not is_postgres(tx):
-        where: ColumnElement[bool] = and_(events.c.team_id == team_id, after[0] < _ROWID)
-        return base.where(where).order_by(_ROWID).limit(limit)
+def _columns(position: ColumnElement[Any]) -> Select[Any]:
+    columns = (position.label("pos"), events.c.id, events.c.type, events.c.email_id)
+    return select(*columns, events.c.created_at, events.c.data)
+
+
+def _after_postgres(team_id: str, after: Position, limit: int) -> Select[Any]:
     txid = events.c.txid
     later = tuple_(txid, events.c.id) > tuple_(after[0], after[1])
     settled = txid < _PG_HORIZON
-    ordered = base.where(events.c.team_id == team_id, later, settled)
+    ordered = _columns(txid).where(events.c.team_id == team_id, later, settled)
     return ordered.order_by(txid, events.c.id).limit(limit)
+
+
+def _after_sqlite(team_id: str, after: Position, limit: int) -> Select[Any]:
+    where: ColumnElement[bool] = and_(events.c.team_id == team_id, after[0] < _ROWID)
+    return _columns(_ROWID).where(where).order_by(_ROWID).limit(limit)
+
+
+# The stream's page after a position: only what no later commit can precede, in stream order.
+_AFTER = Forms(postgresql=_after_postgres, sqlite=_after_sqlite)

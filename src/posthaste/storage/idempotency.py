@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, select, update
 
-from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import idempotency_keys
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
-from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import daily_usage, rate_limits
 
 

@@ -9,29 +9,30 @@ from alembic.config import Config
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from posthaste.storage.dialects import Dialect
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
-def alembic_config(async_url: str) -> Config:
+def alembic_config(async_url: str, dialect: Dialect) -> Config:
+    """Alembic's configuration for the database at ``async_url`` (``migrations/env.py`` reads
+    the dialect from it)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", async_url.replace("%", "%%"))
+    config.attributes["dialect"] = dialect
     return config
 
 
-async def upgrade_to_head(async_url: str) -> None:
+async def upgrade_to_head(async_url: str, dialect: Dialect) -> None:
     """Bring the schema to the newest revision; safe to run from several processes at once
-    on PostgreSQL (an advisory lock serialises them)."""
-    config = alembic_config(async_url)
+    (on PostgreSQL an advisory lock serialises them)."""
+    config = alembic_config(async_url, dialect)
     engine = create_async_engine(async_url)
     try:
-        async with engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                await conn.exec_driver_sql("SELECT pg_advisory_lock(7031996)")
+        async with engine.connect() as conn, dialect.migrating(conn):
             await conn.run_sync(_upgrade, config)
             await conn.commit()
-            if conn.dialect.name == "postgresql":
-                await conn.exec_driver_sql("SELECT pg_advisory_unlock(7031996)")
     finally:
         await engine.dispose()
 

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from posthaste.core.models import Stream
-from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import streams
 
 

@@ -9,8 +9,8 @@ from sqlalchemy import bindparam, delete, select, tuple_
 
 from posthaste.core.cursors import Position
 from posthaste.core.models import Suppression
-from posthaste.storage._dialect import insert_for, is_postgres
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import Forms, insert_for
 from posthaste.storage.tables import suppressions
 
 
@@ -55,6 +55,13 @@ async def get_by_id(tx: Tx, team_id: str, item_id: str) -> Suppression | None:
     return _suppression(row) if row else None
 
 
+async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
+    """Which of ``addresses`` (lookup form) are suppressed for the team."""
+    if not addresses:
+        return []
+    return await tx.dialect.pick(_LISTED)(tx, team_id, addresses)
+
+
 # The send path asks for every group it stores. PostgreSQL: one text, run on the unit's driver
 # connection when it has one (``Tx.fetch_pg``); SQLite: built once (building the statement and
 # its cache key cost more than running it).
@@ -65,14 +72,16 @@ _LISTED_SQLITE = select(suppressions.c.email).where(
 )
 
 
-async def find_listed(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
-    """Which of ``addresses`` (lookup form) are suppressed for the team."""
-    if not addresses:
-        return []
-    if is_postgres(tx):
-        return [row[0] for row in await tx.fetch_pg(_LISTED_PG, team_id, list(addresses))]
+async def _listed_postgres(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
+    return [row[0] for row in await tx.fetch_pg(_LISTED_PG, team_id, list(addresses))]
+
+
+async def _listed_sqlite(tx: Tx, team_id: str, addresses: Sequence[str]) -> list[str]:
     params = {"team_id": team_id, "emails": list(addresses)}
     return [row.email for row in await tx.conn.execute(_LISTED_SQLITE, params)]
+
+
+_LISTED = Forms(postgresql=_listed_postgres, sqlite=_listed_sqlite)
 
 
 async def list_page(

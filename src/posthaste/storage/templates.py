@@ -15,8 +15,8 @@ from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.ids import is_uuid
 from posthaste.core.models import Template, TemplateVariable, TemplateVersion
-from posthaste.storage._dialect import insert_for
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import template_versions, templates
 
 _draft = template_versions.alias("draft")

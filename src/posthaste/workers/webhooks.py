@@ -32,8 +32,9 @@ from posthaste.core.webhooks import (
     sign,
     signing_key,
 )
-from posthaste.storage import webhooks as repo
+from posthaste.storage import webhook_queue as repo
 from posthaste.storage.database import Database
+from posthaste.storage.webhook_endpoints import Target
 
 log = logging.getLogger(__name__)
 CLAIM_ROUNDS = 4  # an endpoint's claimed deliveries, in rounds of ``per_endpoint`` requests
@@ -182,7 +183,7 @@ class WebhookDispatcher:
             work.append(_Work(claim.delivery, target.endpoint, body, keys[target.id]))
         return work, idle
 
-    def _keys(self, target: repo.Target, now: int) -> tuple[bytes, ...]:
+    def _keys(self, target: Target, now: int) -> tuple[bytes, ...]:
         sealed = [target.secret]
         if target.previous_secret and (target.previous_secret_until or 0) > now:
             sealed.append(target.previous_secret)

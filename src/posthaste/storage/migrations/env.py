@@ -8,16 +8,18 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from posthaste.storage.dialects import Dialect
 from posthaste.storage.tables import metadata
 
 config = context.config
+dialect: Dialect = config.attributes["dialect"]  # set by ``migrate.alembic_config``
 
 
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
-        render_as_batch=connection.dialect.name == "sqlite",
+        render_as_batch=dialect.alters_by_copy,
         compare_type=True,
     )
     with context.begin_transaction():

@@ -1,0 +1,259 @@
+"""The one object that knows which database this is: SQLite (one machine) or PostgreSQL (a fleet).
+
+``dialect_for(url)`` picks it from the database URL, once, in ``bootstrap``; ``Database`` is
+handed it, and every unit of work carries it as ``tx.dialect``. Everything that differs between
+the two is asked of it, so no other module tests which database it runs on:
+
+- ``Database``'s engine (pool, SQLite's pragmas and ``BEGIN IMMEDIATE``), its write lock, its
+  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process only), the migration lock;
+- what the repositories write differently: ``insert`` (``ON CONFLICT``), ``among`` (``IN``);
+- ``pick(forms)``: a query with a PostgreSQL and a SQLite form keeps both side by side under one
+  name in its repository, ``Forms(postgresql=…, sqlite=…)`` (``suppressions._LISTED``,
+  ``bulk._INSERT``, ``webhook_queue._CLAIM_DUE``…); the dialect hands back its own, a call
+  that costs what the ``is_postgres`` test it replaces did. The forms are built at import.
+
+Alembic's migrations (``migrations/versions``) are frozen history and keep their own
+``op.get_bind().dialect.name`` tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import asyncpg
+from sqlalchemy import ARRAY, ColumnElement, Table, any_, bindparam, event, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+if TYPE_CHECKING:
+    from posthaste.storage.database import Tx
+
+T = TypeVar("T")
+# Called with the channel of each NOTIFY heard; called with nothing when the link is lost.
+Heard = Callable[[str], None]
+Lost = Callable[[], None]
+_MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on PostgreSQL
+
+
+@dataclass(frozen=True)
+class Forms(Generic[T]):
+    """A query's (or a step's) PostgreSQL and SQLite forms under one name; the dialect of the
+    unit of work takes its own (``Dialect.pick``)."""
+
+    postgresql: T
+    sqlite: T
+
+
+class Dialect(Protocol):
+    """What differs between SQLite and PostgreSQL, and nothing else."""
+
+    def pick(self, forms: Forms[T]) -> T:
+        """This dialect's form of ``forms``."""
+        ...
+
+    def insert(self, table: Table) -> Any:
+        """The dialect's INSERT, which offers ``on_conflict_do_nothing`` / ``_do_update``."""
+        ...
+
+    def among(self, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
+        """``column`` is one of ``values``."""
+        ...
+
+    def prepare(self, data_dir: Path) -> None:
+        """Make what the database needs on this machine before it is first opened."""
+        ...
+
+    def create_engine(self, url: str, pool_size: int, **options: Any) -> AsyncEngine:
+        """SQLAlchemy's async engine for ``url`` (a ``+aiosqlite`` or ``+asyncpg`` URL)."""
+        ...
+
+    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What a write transaction holds in this process while it runs."""
+        ...
+
+    async def reading(self, conn: AsyncConnection) -> AsyncConnection:
+        """``conn`` made ready for a read-only unit."""
+        ...
+
+    async def send_notifications(self, tx: Tx) -> None:
+        """Tell other processes, at commit, about the channels ``tx`` owes and has not sent."""
+        ...
+
+    async def listen(
+        self, url: str, channels: Collection[str], heard: Heard, lost: Lost
+    ) -> asyncpg.Connection | None:
+        """A connection that hears other processes' wake-ups, or None where none can come."""
+        ...
+
+    def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held while migrations run, so processes starting together migrate one at a time."""
+        ...
+
+    @property
+    def alters_by_copy(self) -> bool:
+        """Alembic must rebuild a table to alter it (its "batch" mode): SQLite's ALTER TABLE."""
+        ...
+
+
+def dialect_for(url: str) -> Dialect:
+    """The dialect of a database URL (``sqlite:///…``, ``postgresql://…``, with or without the
+    async driver): the one place where the choice is made."""
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        return SqliteDialect()
+    if backend in ("postgresql", "postgres"):
+        return PostgresDialect()
+    raise ValueError(f"no dialect for {backend!r} databases: expected sqlite or postgresql")
+
+
+def insert_for(tx: Tx, table: Table) -> Any:
+    """The unit's dialect's INSERT into ``table`` (``ON CONFLICT`` clauses differ)."""
+    return tx.dialect.insert(table)
+
+
+def among(tx: Tx, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
+    """``column`` is one of ``values``, in the unit's dialect's best form."""
+    return tx.dialect.among(column, values)
+
+
+@dataclass(frozen=True)
+class SqliteDialect:
+    """One machine: a file in WAL mode; writers queue on a lock in the process, and since one
+    process serves it, wake-ups are the in-process callbacks ``Database`` fires after commit."""
+
+    alters_by_copy = True
+
+    def pick(self, forms: Forms[T]) -> T:
+        return forms.sqlite
+
+    def insert(self, table: Table) -> Any:
+        return sqlite.insert(table)
+
+    def among(self, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
+        clause: ColumnElement[bool] = column.in_(list(values))
+        return clause
+
+    def prepare(self, data_dir: Path) -> None:
+        # The database file lives in the data directory unless the URL names another path.
+        data_dir.mkdir(parents=True, exist_ok=True)
+
+    def create_engine(self, url: str, pool_size: int, **options: Any) -> AsyncEngine:
+        # Connections are threads of aiosqlite's; writers are serialised anyway.
+        engine = create_async_engine(url, pool_size=8, max_overflow=8, **options)
+        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
+        return engine
+
+    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        # Writers queue fairly here instead of spinning in SQLite's busy handler.
+        return asyncio.Lock()
+
+    async def reading(self, conn: AsyncConnection) -> AsyncConnection:
+        return await conn.execution_options(sqlite_read=True)  # a plain BEGIN: no write lock
+
+    async def send_notifications(self, tx: Tx) -> None:
+        return None
+
+    async def listen(
+        self, url: str, channels: Collection[str], heard: Heard, lost: Lost
+    ) -> asyncpg.Connection | None:
+        return None
+
+    def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()  # the migration's own write transaction serialises
+
+
+@dataclass(frozen=True)
+class PostgresDialect:
+    """A fleet: an asyncpg pool; wake-ups are ``pg_notify`` in the transaction (delivered at
+    commit) and one ``LISTEN`` connection per process."""
+
+    alters_by_copy = False
+
+    def pick(self, forms: Forms[T]) -> T:
+        return forms.postgresql
+
+    def insert(self, table: Table) -> Any:
+        return postgresql.insert(table)
+
+    def among(self, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
+        # ``column = ANY(:array)``: one statement text whatever the count, so asyncpg's prepared
+        # statement and its plan are reused by every batch (an ``IN`` of N parameters is a new
+        # statement, prepared and planned again, for every N).
+        name = f"{column.table.name}_{column.name}_any"
+        clause: ColumnElement[bool] = column == any_(
+            bindparam(name, list(values), type_=ARRAY(column.type))
+        )
+        return clause
+
+    def prepare(self, data_dir: Path) -> None:
+        return None
+
+    def create_engine(self, url: str, pool_size: int, **options: Any) -> AsyncEngine:
+        return create_async_engine(
+            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False, **options
+        )
+
+    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return contextlib.nullcontext()  # row locks and MVCC: writers run side by side
+
+    async def reading(self, conn: AsyncConnection) -> AsyncConnection:
+        return conn
+
+    async def send_notifications(self, tx: Tx) -> None:
+        # One round trip for the channels no statement has notified (delivered at commit).
+        channels = tx.unsent()
+        if channels:
+            await tx.conn.execute(_notify_statement(len(channels)), _channel_params(channels))
+
+    async def listen(
+        self, url: str, channels: Collection[str], heard: Heard, lost: Lost
+    ) -> asyncpg.Connection | None:
+        plain = make_url(url).set(drivername="postgresql")
+        conn = await asyncpg.connect(plain.render_as_string(hide_password=False))
+        for channel in channels:
+            await conn.add_listener(channel, lambda _c, _pid, name, _payload: heard(name))
+        conn.add_termination_listener(lambda _c: lost())
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def migrating(self, conn: AsyncConnection) -> AsyncIterator[None]:
+        await conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATIONS_LOCK})")
+        yield
+        await conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MIGRATIONS_LOCK})")
+
+
+def _notify_statement(count: int) -> Any:
+    """One round trip for every channel of a transaction."""
+    calls = ", ".join(f"pg_notify(:c{i}, '')" for i in range(count))
+    return text(f"SELECT {calls}")
+
+
+def _channel_params(channels: list[str]) -> dict[str, str]:
+    return {f"c{i}": channel for i, channel in enumerate(channels)}
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit BEGIN is deferred).
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    # BEGIN IMMEDIATE for writes: two writers never deadlock upgrading a read lock to a write one.
+    if conn.get_execution_options().get("sqlite_read"):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

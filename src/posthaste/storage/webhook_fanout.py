@@ -1,0 +1,119 @@
+"""Webhook fan-out: each event becomes one delivery per enabled endpoint of its team that
+subscribes to its type, in the transaction that records the event (``events.insert_events``).
+
+Two forms, which ``events.insert_events`` picks by dialect: ``fan_out`` reads the endpoints and
+inserts the deliveries after the events are stored (SQLite); ``insert_events_fanned_out`` does
+all of it, with the rows stored alongside and the wake-ups, in one statement (PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Dialect
+
+from posthaste.core.models import Event
+from posthaste.core.webhooks import DeliveryStatus
+from posthaste.storage import bulk
+from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
+from posthaste.storage.tables import events, webhook_deliveries, webhooks
+
+CHANNEL = WEBHOOKS_CHANNEL
+PENDING = DeliveryStatus.PENDING.value
+
+
+async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
+    """One delivery per enabled endpoint subscribed to each event's type; two statements at most.
+
+    A team without webhooks costs one indexed lookup and nothing else.
+    """
+    team_ids = {event.team_id for event in items}
+    query = select(webhooks.c.id, webhooks.c.team_id, webhooks.c.events).where(
+        webhooks.c.team_id.in_(team_ids), webhooks.c.enabled.is_(True)
+    )
+    subscribed = (await tx.conn.execute(query)).all()
+    if not subscribed:
+        return
+    rows = [
+        _delivery_row(hook.id, event)
+        for event in items
+        for hook in subscribed
+        if hook.team_id == event.team_id and event.type in hook.events
+    ]
+    if rows:
+        await bulk.insert_rows(tx, webhook_deliveries, rows)
+        tx.notify(CHANNEL)
+
+
+async def insert_events_fanned_out(
+    tx: Tx, rows: Sequence[Mapping[str, Any]], also: Sequence[bulk.TableRows] = ()
+) -> None:
+    """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
+    one statement (the endpoints are read by the statement itself, in the same transaction),
+    with ``also``'s rows of other tables (what the events record, as ``bulk.insert_tables``)
+    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip."""
+    before = bulk.insert_parts(also)
+    columns = tuple(rows[0])
+    channels = tx.unsent()
+    sql, before_processors, processors = _events_fan_out_sql(
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels)
+    )
+    params = (
+        *bulk.insert_params(before, before_processors),
+        *bulk.arrays(rows, columns, processors),
+        *channels,
+        CHANNEL,
+    )
+    [(fanned, *_)] = await tx.fetch_pg(sql, *params)
+    for channel in channels:
+        tx.notify(channel, sent=True)
+    if fanned:
+        tx.notify(CHANNEL, sent=True)
+
+
+@functools.cache
+def _events_fan_out_sql(
+    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int
+) -> tuple[str, list[list[Any]], list[Any]]:
+    inserts, before_processors = bulk.inserts(dialect, before)
+    first = 1 + sum(len(part_columns) for _, part_columns in before)
+    source, processors = bulk.unnest(dialect, events, columns, first)
+    first += len(columns)
+    earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
+    notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
+    sql = f"""
+        WITH {earlier} stored AS (
+            {bulk.insert_into(dialect, events, columns)}
+            SELECT * FROM {source}
+            RETURNING id, team_id, type, created_at
+        ), fanned AS (
+            INSERT INTO webhook_deliveries (webhook_id, event_id, team_id, status, attempts,
+                due_at, next_attempt_at, claims, replay_status, created_at)
+            SELECT w.id, s.id, s.team_id, '{PENDING}', 0, s.created_at, s.created_at, 0, NULL,
+                s.created_at
+            FROM stored s JOIN webhooks w ON w.team_id = s.team_id AND w.enabled
+            WHERE w.events::jsonb @> jsonb_build_array(s.type)
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM fanned){notify},
+            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
+    """
+    return sql, before_processors, processors
+
+
+def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:
+    return {
+        "webhook_id": webhook_id,
+        "event_id": event.id,
+        "team_id": event.team_id,
+        "status": PENDING,
+        "attempts": 0,
+        "due_at": event.created_at,
+        "next_attempt_at": event.created_at,
+        "claims": 0,
+        "replay_status": None,
+        "created_at": event.created_at,
+    }
