@@ -472,10 +472,13 @@ async def test_a_malformed_path_is_a_syntax_error_not_a_crash(relay: Relay, tena
             client.login("posthaste", tenant.test)
             client.ehlo()
             broken = client.docmd("MAIL FROM:<")  # the stdlib's parser raises IndexError
+            odd = client.docmd("MAIL FROM:.@[")  # and AttributeError here
             ok = client.mail("bounce@acme.test")
-            return [broken, ok]
+            return [broken, odd, ok]
 
-    (broken_code, broken_text), (ok_code, _) = await asyncio.to_thread(talk)
-    assert broken_code == 553, broken_text
-    assert b"malformed address" in broken_text and b"IndexError" not in broken_text
+    *refused, (ok_code, _) = await asyncio.to_thread(talk)
+    for code, text in refused:
+        assert code == 553, text
+        assert b"malformed address" in text and b"IndexError" not in text
+        assert b"AttributeError" not in text
     assert ok_code == 250  # the session goes on

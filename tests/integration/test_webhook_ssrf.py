@@ -1,19 +1,24 @@
 """SSRF protection: endpoints on loopback, private, link-local or metadata addresses are refused
-at create (literal or by name, through a real DNS server) and again at delivery after resolving."""
+at create and PATCH (literal, ``localhost`` names without asking, other names through a real DNS
+server) and again at delivery after resolving; all are accepted when the operator allows it."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
 
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
-from posthaste.bootstrap import Services
+from posthaste.api.app import create_app
+from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
-from tests.conftest import Tenant
+from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
+from tests.openapi_check import checking_responses
 from tests.webhook_receiver import eventually, running_receiver
 
 PUBLIC = "https://hooks.example.com/posthaste"
@@ -25,7 +30,28 @@ def settings(settings: Settings, zone: ZoneServer) -> Settings:
     zone.add("internal.example.com", "A", "10.1.2.3")
     zone.add("mixed.example.com", "A", "93.184.216.34")
     zone.add("mixed.example.com", "AAAA", "fe80::1")
+    zone.add("loop.example.com", "A", "127.0.0.1")
+    zone.add("ula.example.com", "AAAA", "fd12:3456::1")
+    zone.add("linklocal.example.com", "A", "169.254.10.1")
+    zone.add("v6.example.com", "AAAA", "2606:2800:220:1:248:1893:25c8:1946")
+    zone.add("mail-only.example.com", "MX", (10, "mx.example.com"))
     return dataclasses.replace(settings, dns_nameservers=zone.nameservers)
+
+
+@asynccontextmanager
+async def api(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
+    """The API of a second set of services, on other settings, with a tenant of its own."""
+    services = build_services(settings)
+    app = create_app(services)
+    transport = httpx.ASGITransport(app=app)
+    hooks = {"response": [checking_responses(app)]}
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://posthaste.test", event_hooks=hooks
+        ) as client:
+            yield client, await make_tenant(services)
+    finally:
+        await services.close()
 
 
 async def _create(client: httpx.AsyncClient, tenant: Tenant, **body: object) -> httpx.Response:
@@ -46,6 +72,13 @@ ENDPOINTS = [
     "http://0.0.0.0/hook",
     "http://internal.example.com/hook",
     "http://mixed.example.com/hook",
+    "http://loop.example.com/hook",
+    "http://ula.example.com/hook",
+    "http://linklocal.example.com/hook",
+    "http://localhost:9/hook",
+    "http://LocalHost.:9/hook",
+    "http://foo.localhost/hook",
+    "http://[::1]:9/hook",
 ]
 
 
@@ -63,6 +96,72 @@ async def test_private_endpoints_are_refused_at_create_and_patch(
         assert patched.status_code == 422, endpoint
     listed = (await client.get("/webhooks", headers=tenant.headers())).json()["data"]
     assert [h["endpoint"] for h in listed] == [PUBLIC]
+
+
+async def test_localhost_names_are_refused_without_asking_dns(
+    client: httpx.AsyncClient, tenant: Tenant, zone: ZoneServer
+) -> None:
+    for endpoint in ("http://localhost:9/hook", "https://api.foo.localhost/hook"):
+        response = await _create(client, tenant, endpoint=endpoint)
+        assert response.status_code == 422
+        assert "a loopback name" in response.json()["message"]
+    assert not [name for name, _ in zone.queries if "localhost" in name]
+
+
+async def test_public_names_are_accepted_at_create_and_patch(
+    client: httpx.AsyncClient, tenant: Tenant, zone: ZoneServer
+) -> None:
+    created = await _create(client, tenant)
+    assert created.status_code == 201
+    v6 = "https://v6.example.com/in"
+    patched = await client.patch(
+        f"/webhooks/{created.json()['id']}", json={"endpoint": v6}, headers=tenant.headers()
+    )
+    assert patched.status_code == 200 and patched.json()["endpoint"] == v6
+    assert {("hooks.example.com", "A"), ("v6.example.com", "AAAA")} <= set(zone.queries)
+
+
+async def test_a_name_without_an_address_is_refused(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    hook_id = (await _create(client, tenant)).json()["id"]
+    for host in ("nowhere.example.com", "mail-only.example.com"):
+        endpoint = f"https://{host}/hook"
+        created = await _create(client, tenant, endpoint=endpoint)
+        patched = await client.patch(
+            f"/webhooks/{hook_id}", json={"endpoint": endpoint}, headers=tenant.headers()
+        )
+        for response in (created, patched):
+            assert response.status_code == 422
+            assert response.json()["name"] == "validation_error"
+            assert f"{host} does not resolve to any address" in response.json()["message"]
+
+
+async def test_a_lookup_failing_now_is_a_503(
+    client: httpx.AsyncClient, tenant: Tenant, zone: ZoneServer
+) -> None:
+    zone.servfail = True
+    response = await _create(client, tenant, endpoint="https://hooks.example.com/in")
+    assert response.status_code == 503
+    assert response.json()["name"] == "service_unavailable"
+    assert "hooks.example.com could not be resolved now" in response.json()["message"]
+
+
+async def test_every_endpoint_is_accepted_when_private_ones_are_allowed(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    allowing = dataclasses.replace(settings, webhook_allow_private=True)
+    async with api(allowing) as (client, tenant):
+        hook_id = (await _create(client, tenant)).json()["id"]
+        for endpoint in [*ENDPOINTS, "https://nowhere.example.com/hook"]:
+            created = await _create(client, tenant, endpoint=endpoint)
+            assert created.status_code == 201, (endpoint, created.text)
+            patched = await client.patch(
+                f"/webhooks/{hook_id}", json={"endpoint": endpoint}, headers=tenant.headers()
+            )
+            assert patched.status_code == 200, endpoint
+    # The operator's network is trusted: nothing is looked up at create.
+    assert zone.queries == []
 
 
 async def test_a_name_that_turns_private_after_create_is_refused_at_delivery(
@@ -106,6 +205,18 @@ async def test_a_literal_private_endpoint_is_refused_at_delivery_too() -> None:
         await web.close()
     assert result.success is False and result.error is not None
     assert "metadata" in result.error
+
+
+async def test_localhost_is_refused_at_delivery_without_a_lookup(zone: ZoneServer) -> None:
+    async with running_receiver() as receiver:
+        port = receiver.url.split(":")[2].split("/")[0]
+        web = WebhookClient(HostLookup(zone.nameservers), timeout=5, allow_private=False)
+        try:
+            result = await web.post(f"http://localhost:{port}/hook", b"{}", {})
+        finally:
+            await web.close()
+    assert result.error == "refused: localhost is a loopback name"
+    assert receiver.requests == [] and zone.queries == []
 
 
 async def test_names_resolve_through_the_configured_nameservers(zone: ZoneServer) -> None:

@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 from standardwebhooks import Webhook as StandardWebhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from posthaste.core.netpolicy import parse_endpoint, refusal_reason
+from posthaste.core.netpolicy import (
+    endpoint_refusal,
+    parse_endpoint,
+    refusal_reason,
+    resolved_refusal,
+)
 from posthaste.core.webhooks import (
     envelope_bytes,
     new_secret,
@@ -120,3 +125,28 @@ def test_endpoints_are_absolute_http_urls() -> None:
     for bad in ("ftp://a.example/", "https:///x", "a.example/x", "http://a.example:0/", 3, ""):
         with pytest.raises(ValueError, match="endpoint"):
             parse_endpoint(bad)
+
+
+@pytest.mark.parametrize(
+    ("url", "refusal"),
+    [
+        ("http://localhost:9/hook", "localhost is a loopback name"),
+        ("http://LOCALHOST./hook", "localhost is a loopback name"),
+        ("https://a.b.localhost/", "a.b.localhost is a loopback name"),
+        ("http://[::1]:9/hook", "::1 is a loopback address"),
+        ("http://10.1.2.3/", "10.1.2.3 is a private address"),
+        ("https://localhost.example.com/", None),  # an ordinary name: its addresses decide
+        ("https://notlocalhost/", None),
+        ("https://93.184.216.34/", None),
+    ],
+)
+def test_what_is_refused_before_any_lookup(url: str, refusal: str | None) -> None:
+    assert endpoint_refusal(parse_endpoint(url)) == refusal
+
+
+def test_a_name_is_refused_by_its_first_non_public_address() -> None:
+    assert resolved_refusal("a.example", ["93.184.216.34", "2606:4700::1"]) is None
+    assert (
+        resolved_refusal("a.example", ["93.184.216.34", "fe80::1", "10.0.0.1"])
+        == "a.example resolves to fe80::1, a link-local address"
+    )

@@ -3,7 +3,7 @@
 Names are resolved by ``GuardedResolver`` (through ``POSTHASTE_DNS_NAMESERVERS`` when set, else
 the system resolver) and every address is checked *before* aiohttp connects to it: the checked
 address is the one connected to, so a name cannot answer differently a second time (no DNS
-rebinding). Literal IP endpoints are checked here too, since aiohttp does not resolve them.
+rebinding). Literal IP endpoints and ``localhost`` names are checked here too, without a lookup.
 aiohttp's errors are translated into ``HttpResult.error`` text, once, here.
 """
 
@@ -19,8 +19,13 @@ from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
-from posthaste.core.netpolicy import parse_endpoint, refusal_reason
+from posthaste.core.netpolicy import endpoint_refusal, parse_endpoint, resolved_refusal
 from posthaste.core.webhooks import RESPONSE_BODY_LIMIT
+
+# getaddrinfo's answers for a name that does not exist or has no address (not "try again").
+_NO_SUCH_NAME = frozenset(
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+)
 
 
 class RefusedAddress(OSError):
@@ -43,7 +48,8 @@ class HostLookup:
         self._dns = Resolver(nameservers) if nameservers else None
 
     async def addresses(self, host: str) -> list[str]:
-        """Every address of ``host``; OSError when it cannot be resolved now."""
+        """Every address of ``host``, ``[]`` when it has none (no such name, or no A or AAAA
+        record); OSError when it cannot be resolved now (timeout, SERVFAIL, no server)."""
         if self._dns is not None:
             try:
                 return await self._dns.addresses(host)
@@ -52,17 +58,13 @@ class HostLookup:
         system = DefaultResolver()
         try:
             found = await system.resolve(host, 0, socket.AF_UNSPEC)
+        except socket.gaierror as exc:
+            if exc.errno in _NO_SUCH_NAME:
+                return []
+            raise
         finally:
             await system.close()
         return list(dict.fromkeys(item["host"] for item in found))
-
-    async def refusal(self, host: str) -> str | None:
-        """Why a name may not be reached (one of its addresses is not public), or None."""
-        for address in await self.addresses(host):
-            reason = refusal_reason(address)
-            if reason is not None:
-                return f"{host} resolves to {address}, {reason}"
-        return None
 
 
 class GuardedResolver(AbstractResolver):
@@ -78,11 +80,9 @@ class GuardedResolver(AbstractResolver):
         addresses = await self._lookup.addresses(host)
         if not addresses:
             raise OSError(f"{host} does not resolve to any address")
-        if not self._allow_private:
-            for address in addresses:
-                reason = refusal_reason(address)
-                if reason is not None:
-                    raise RefusedAddress(f"refused: {host} resolves to {address}, {reason}")
+        refusal = None if self._allow_private else resolved_refusal(host, addresses)
+        if refusal is not None:
+            raise RefusedAddress(f"refused: {refusal}")
         return [_result(host, address, port) for address in addresses]
 
     async def close(self) -> None:
@@ -170,16 +170,15 @@ class WebhookClient:
         return HttpResult(status, success, error, _elapsed(started), text)
 
     def _refused_literal(self, url: str) -> str | None:
+        """A literal address or a loopback name, refused without a lookup."""
         if self._allow_private:
             return None
         try:
             endpoint = parse_endpoint(url)
         except ValueError as exc:
             return str(exc)
-        if endpoint.address is None:
-            return None
-        reason = refusal_reason(endpoint.address)
-        return None if reason is None else f"refused: {endpoint.host} is {reason}"
+        refusal = endpoint_refusal(endpoint)
+        return None if refusal is None else f"refused: {refusal}"
 
     async def close(self) -> None:
         if self._session is not None:

@@ -17,6 +17,7 @@ class Outcome(StrEnum):
     ACCEPTED = "accepted"  # taken by a relay (smarthost): delivered or bounced comes later
     DELIVERED = "delivered"  # taken by the recipient's own server
     BOUNCED = "bounced"  # refused for good
+    SUPPRESSED = "suppressed"  # on the team's suppression list when its turn came: never sent
 
 
 WAITING = frozenset({Outcome.PENDING, Outcome.DEFERRED, Outcome.ACCEPTED})
@@ -83,13 +84,17 @@ def _subtype(status: tuple[int, int, int] | None) -> str:
 
 def aggregate_status(current: EmailStatus, outcomes: Iterable[Outcome | str]) -> EmailStatus:
     """The email's status from its recipients' outcomes (PRODUCT §4): ``delivered`` once every
-    recipient has an outcome and one was delivered, ``bounced`` when all bounced, else as is."""
+    recipient has an outcome and one was delivered, ``bounced`` when the others bounced (a
+    suppressed recipient was never sent to: it neither delivers nor bounces the email),
+    ``suppressed`` when every recipient was suppressed, else as is."""
     values = [Outcome(o) for o in outcomes]
     if not values or any(o in WAITING for o in values):
         return current
     if any(o is Outcome.DELIVERED for o in values):
         return EmailStatus.DELIVERED
-    return EmailStatus.BOUNCED
+    if any(o is Outcome.BOUNCED for o in values):
+        return EmailStatus.BOUNCED
+    return EmailStatus.SUPPRESSED
 
 
 @dataclass(frozen=True)

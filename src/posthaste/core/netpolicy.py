@@ -1,13 +1,16 @@
 """Which network addresses a webhook may reach (SSRF protection), and endpoint URL checks.
 
-Pure: no lookups here. The service checks an endpoint's literal address or resolved names at
-create time; the webhook HTTP adapter checks the addresses it is about to connect to at every
-delivery, after resolving (so a name that changes its answer cannot sneak past).
+Pure: no lookups here. The service checks an endpoint's literal address, or its name and the
+addresses the name resolves to, at create and PATCH; the webhook HTTP adapter checks the
+addresses it is about to connect to at every delivery, after resolving (so a name that changes
+its answer cannot sneak past). ``localhost`` and the names under it are loopback whatever DNS
+says (RFC 6761 §6.3): refused without asking.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -46,6 +49,26 @@ def refusal_reason(address: str | IPAddress) -> str | None:
         return "a private address"
     if ip.is_multicast or ip.is_unspecified or ip.is_reserved or not ip.is_global:
         return "a reserved or non-public address"
+    return None
+
+
+def endpoint_refusal(endpoint: Endpoint) -> str | None:
+    """Why an endpoint may not be reached, known before any lookup: a literal address that is
+    not public, or a loopback name; None when only the name's addresses can tell."""
+    if endpoint.address is not None:
+        reason = refusal_reason(endpoint.address)
+        return None if reason is None else f"{endpoint.host} is {reason}"
+    if endpoint.host == "localhost" or endpoint.host.endswith(".localhost"):
+        return f"{endpoint.host} is a loopback name"
+    return None
+
+
+def resolved_refusal(host: str, addresses: Sequence[str]) -> str | None:
+    """Why ``host`` may not be reached: the first of its addresses that is not public."""
+    for address in addresses:
+        reason = refusal_reason(address)
+        if reason is not None:
+            return f"{host} resolves to {address}, {reason}"
     return None
 
 

@@ -3,7 +3,9 @@
 Three steps, so that no database lock is held while the network is used:
 
 1. ``_start`` (one transaction for the batch): lock the emails, move ``queued|scheduled →
-   sending`` and count the attempt; pick each email's recipients still waiting for an outcome.
+   sending`` and count the attempt; pick each email's recipients still waiting for an outcome,
+   skipping those put on the suppression list since (an email whose every recipient is skipped
+   becomes ``suppressed`` and is not sent).
 2. Build and DKIM-sign (or reuse) the exact message bytes and hand them to the transport, every
    email of the batch at once; simulator recipients are answered locally.
 3. ``_finish`` (one transaction for the batch): store the signed message on first build, the
@@ -43,13 +45,18 @@ from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
 from posthaste.core.verp import verp_address
-from posthaste.services.delivery_plan import attempt_rows, plan_outcomes, simulate
+from posthaste.services.delivery_plan import (
+    attempt_rows,
+    plan_outcomes,
+    plan_suppressed,
+    simulate,
+)
 from posthaste.storage import attempts as attempts_repo
 from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
-from posthaste.storage.emails import StatusEvent
+from posthaste.storage.emails import DeliveryProgress, StatusEvent
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +92,16 @@ class _Writes:
     """What a transaction of the batch will write, gathered first, written a table at a time."""
 
     events: list[StatusEvent] = field(default_factory=list)
-    # Bookkeeping columns per email ({email id: {column: value}}), written in the same UPDATE
-    # as its status: one row version per email per step.
-    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The worker's bookkeeping per email, written in the same UPDATE as its status: one row
+    # version per email per step.
+    progress: dict[str, DeliveryProgress] = field(default_factory=dict)
+    outcomes: list[tuple[str, str, str]] = field(default_factory=list)  # (email, address, outcome)
     done: list[Job] = field(default_factory=list)
     later: list[tuple[Job, int]] = field(default_factory=list)
 
-    def set(self, column: str, values: dict[str, Any]) -> None:
-        for email_id, value in values.items():
-            self.fields.setdefault(email_id, {})[column] = value
-
     async def flush(self, tx: Tx, now: int) -> None:
-        await repo.record_events(tx, self.events, now, self.fields)
+        await repo.set_recipient_outcomes(tx, self.outcomes)
+        await repo.record_events(tx, self.events, now, self.progress)
         await jobs_repo.finish_many(tx, self.done)
         await jobs_repo.retry_many(tx, self.later)
 
@@ -175,18 +180,27 @@ class DeliveryService:
         writes, attempts = _Writes(), []
         async with self.db.transaction() as tx:
             emails = await repo.get_emails_any_team(tx, [j.ref for j in jobs], for_update=True)
-            outcomes = await repo.recipient_outcomes_many(tx, list(emails))
+            outcomes, listed = await repo.outcomes_and_suppressions(tx, list(emails))
             for job in jobs:
                 email = emails.get(job.ref)
-                attempt = self._start_one(writes, job, email, outcomes.get(job.ref, {}), now)
+                known = outcomes.get(job.ref, {})
+                attempt = self._start_one(
+                    writes, job, email, known, listed.get(job.ref, set()), now
+                )
                 if attempt is not None:
                     attempts.append(attempt)
-            writes.set("attempts", {a.email.id: a.number for a in attempts})
+            writes.progress = {a.email.id: DeliveryProgress(attempts=a.number) for a in attempts}
             await writes.flush(tx, now)
         return attempts
 
     def _start_one(
-        self, writes: _Writes, job: Job, email: Email | None, outcomes: dict[str, str], now: int
+        self,
+        writes: _Writes,
+        job: Job,
+        email: Email | None,
+        outcomes: dict[str, str],
+        listed: set[str],
+        now: int,
     ) -> Attempt | None:
         if email is None or email.status not in STARTABLE:
             writes.done.append(job)
@@ -196,6 +210,11 @@ class DeliveryService:
             writes.later.append((job, scheduled))
             return None
         waiting = sorted(a for a, o in outcomes.items() if o in _TO_TRY)
+        if skipped := [a for a in waiting if a in listed]:
+            plan = plan_suppressed(email, skipped, outcomes)
+            writes.events.extend(plan.events)
+            writes.outcomes.extend(plan.outcomes)
+            waiting = [a for a in waiting if a not in listed]
         if not waiting or job.attempts > MAX_JOB_CLAIMS:
             _give_up(writes, job, email, waiting)
             return None
@@ -305,10 +324,9 @@ class DeliveryService:
                     writes.done.append(item.attempt.job)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
             raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
-            writes.set("raw_blob_id", await repo.store_raws(tx, raws, now))
+            blob_ids = await repo.store_raws(tx, raws, now)
             rows: list[DeliveryAttempt] = []
-            outcomes: list[tuple[str, str, str]] = []
-            provider_ids: dict[str, str | None] = {}
+            provider_ids: dict[str, str] = {}
             for item in live:
                 email = emails[item.attempt.email.id]
                 verdicts = self._verdicts(item.attempt, item.report.replies)
@@ -316,13 +334,12 @@ class DeliveryService:
                 await _suppress(tx, email, item.report.replies, verdicts, now)
                 plan = plan_outcomes(email, item.report.replies, verdicts, known[email.id])
                 writes.events.extend(plan.events)
-                outcomes.extend(plan.outcomes)
-                if any(e.event_type == "email.sent" for e in plan.events):
+                writes.outcomes.extend(plan.outcomes)
+                if plan.provider_message_id is not None:
                     provider_ids[email.id] = plan.provider_message_id
                 self._schedule(writes, item.attempt, plan.deferred, now)
             await attempts_repo.insert_attempts(tx, rows)
-            await repo.set_recipient_outcomes(tx, outcomes)
-            writes.set("provider_message_id", provider_ids)
+            writes.progress = _progress(blob_ids, provider_ids)
             await writes.flush(tx, now)
 
     def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:
@@ -396,6 +413,17 @@ def _fail_unsendable(writes: _Writes, attempt: Attempt, email: Email | None, rea
     if email is not None and email.status is EmailStatus.SENDING:
         data = email_event_data(email, failed={"reason": f"building or signing failed: {reason}"})
         writes.events.append(StatusEvent(email, "email.failed", data))
+
+
+def _progress(
+    blob_ids: dict[str, str], provider_ids: dict[str, str]
+) -> dict[str, DeliveryProgress]:
+    return {
+        email_id: DeliveryProgress(
+            raw_blob_id=blob_ids.get(email_id), provider_message_id=provider_ids.get(email_id)
+        )
+        for email_id in blob_ids.keys() | provider_ids.keys()
+    }
 
 
 def _still_sending(email: Email | None) -> bool:

@@ -2,8 +2,9 @@
 
 ``plan_outcomes`` turns the replies of one attempt into the events to record (in order, each
 with the status it leads to), the recipients' new outcomes and the provider message id, so the
-worker can write a whole batch of emails in a few statements. ``attempt_rows`` and ``simulate``
-shape the attempt log.
+worker can write a whole batch of emails in a few statements; ``plan_suppressed`` does the same
+for recipients found on the suppression list when their turn comes. ``attempt_rows`` and
+``simulate`` shape the attempt log.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Email
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import SimKind, simulated_reply, simulator_kind
-from posthaste.core.status import EmailStatus
+from posthaste.core.status import EmailStatus, can_move
 from posthaste.storage.emails import StatusEvent
 
 # Deferred and bounced first, delivered last: when every recipient answers in one attempt, the
@@ -69,6 +70,35 @@ def plan_outcomes(
         if complains and outcomes[reply.recipient] is Outcome.DELIVERED:
             data = email_event_data(email, to=[reply.recipient])
             plan.events.append(StatusEvent(email, "email.complained", data))
+    return plan
+
+
+def plan_suppressed(email: Email, skipped: list[str], outcomes: Mapping[str, str]) -> OutcomePlan:
+    """Recipients put on the suppression list after acceptance are never sent to (PRODUCT §4).
+
+    When every recipient of an email not yet sent is skipped, the email becomes ``suppressed``
+    with one event. Otherwise one ``email.suppressed`` event per skipped recipient
+    (``data.to``), the last carrying the status the recipients' outcomes now lead to; an email
+    already in ``sending`` (deferred before) whose every recipient left is suppressed
+    ``failed``, saying so: the status machine has no ``sending → suppressed``.
+    """
+    suppressed = Outcome.SUPPRESSED.value
+    plan = OutcomePlan(outcomes=[(email.id, address, suppressed) for address in skipped])
+    goal = aggregate_status(
+        email.status, [*{**outcomes, **dict.fromkeys(skipped, suppressed)}.values()]
+    )
+    reached = can_move(email.status, goal)
+    if goal is EmailStatus.SUPPRESSED and reached:
+        plan.events.append(StatusEvent(email, "email.suppressed", email_event_data(email)))
+        return plan
+    for index, address in enumerate(skipped):
+        status = goal if reached and index == len(skipped) - 1 else email.status
+        data = email_event_data(email, to=[address])
+        plan.events.append(StatusEvent(email, "email.suppressed", data, status))
+    if goal is EmailStatus.SUPPRESSED and can_move(email.status, EmailStatus.FAILED):
+        reason = "every recipient left to try is on the suppression list"
+        data = email_event_data(email, failed={"reason": reason})
+        plan.events.append(StatusEvent(email, "email.failed", data))
     return plan
 
 

@@ -12,7 +12,7 @@ from posthaste.adapters.webhook_http import HostLookup
 from posthaste.core.crypto import SecretBox
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Principal
-from posthaste.core.netpolicy import parse_endpoint, refusal_reason
+from posthaste.core.netpolicy import endpoint_refusal, parse_endpoint, resolved_refusal
 from posthaste.core.webhooks import (
     EVENT_TYPES,
     OLD_SECRET_GRACE_MS,
@@ -21,7 +21,7 @@ from posthaste.core.webhooks import (
     WebhookDelivery,
     new_secret,
 )
-from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.errors import Conflict, NotFound, ServiceUnavailable, ValidationError
 from posthaste.storage import webhook_deliveries as deliveries
 from posthaste.storage import webhook_endpoints as repo
 from posthaste.storage.database import Database
@@ -142,25 +142,38 @@ class WebhookService:
         return replayed
 
     async def _endpoint(self, value: object) -> str:
-        """A valid endpoint URL that does not lead to a private address (unless allowed)."""
+        """A valid endpoint URL that does not lead to a non-public address (unless allowed).
+
+        A name is resolved now (``POSTHASTE_DNS_NAMESERVERS``, else the system resolver): every
+        address must be public; ``localhost`` names are refused without asking. Delivery checks
+        again before each connection, so a name that changes its answer later is refused then.
+        """
         try:
             endpoint = parse_endpoint(value)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
         if self.allow_private:
             return endpoint.url
-        if endpoint.address is not None:
-            reason = refusal_reason(endpoint.address)
-            if reason is not None:
-                raise ValidationError(_private_message(f"{endpoint.host} is {reason}"))
-            return endpoint.url
-        try:
-            refusal = await self.lookup.refusal(endpoint.host)
-        except OSError:
-            refusal = None  # cannot resolve now: every delivery checks again before connecting
+        refusal = endpoint_refusal(endpoint)
+        if refusal is None and endpoint.address is None:
+            refusal = resolved_refusal(endpoint.host, await self._addresses(endpoint.host))
         if refusal is not None:
             raise ValidationError(_private_message(refusal))
         return endpoint.url
+
+    async def _addresses(self, host: str) -> list[str]:
+        """A name's addresses now: a name without any is invalid, a lookup failing now a 503."""
+        try:
+            addresses = await self.lookup.addresses(host)
+        except OSError as exc:
+            raise ServiceUnavailable(
+                f"The endpoint's host {host} could not be resolved now ({exc}); retry shortly."
+            ) from None
+        if not addresses:
+            raise ValidationError(
+                f"'endpoint' host {host} does not resolve to any address (no A or AAAA record)."
+            )
+        return addresses
 
 
 def parse_event_types(value: object, name: str) -> list[str]:

@@ -84,10 +84,11 @@ class RelaySMTP(SMTP):
 
     def _parsed_path(self, arg: str) -> tuple[str | None, str | None]:
         """aiosmtpd's parsing; a path the stdlib's parser trips over (``MAIL FROM:<`` raises
-        IndexError there) is a malformed address, not a 500 with a Python error in it."""
+        IndexError there, ``MAIL FROM:.@[`` AttributeError) is a malformed address, not a 500
+        with a Python error in it."""
         try:
             return super()._getaddr(arg)
-        except (IndexError, ValueError):
+        except (IndexError, ValueError, AttributeError):
             return None, None
 
     @syntax("STARTTLS", when="tls_context")

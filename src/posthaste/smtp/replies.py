@@ -40,6 +40,7 @@ REPLIES: dict[type[errors.PosthasteError], Reply] = {
     errors.DomainNotVerified: Reply(550, "5.7.1", "The sending domain is not verified"),
     errors.TemplateNotPublished: Reply(554, "5.6.0", "The template is not published"),
     errors.NotFound: Reply(554, "5.6.0", "Not found"),
+    errors.MethodNotAllowed: Reply(502, "5.5.1", "Command not implemented"),
     errors.Conflict: Reply(554, "5.6.0", "Conflict"),
     errors.InvalidIdempotencyKey: Reply(554, "5.6.0", "Invalid X-Posthaste-Idempotency-Key"),
     errors.InvalidIdempotentRequest: Reply(

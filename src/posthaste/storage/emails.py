@@ -34,6 +34,7 @@ from posthaste.storage.tables import (
     email_tags,
     emails,
     events,
+    suppressions,
 )
 
 
@@ -383,20 +384,40 @@ class StatusEvent:
     status: EmailStatus | None = None
 
 
+@dataclass(frozen=True)
+class DeliveryProgress:
+    """The delivery worker's bookkeeping on one email, beside its status; None leaves a value
+    as it is (each is None until first set: ``provider_message_id`` at the first ``sent``)."""
+
+    attempts: int | None = None  # delivery attempts started
+    raw_blob_id: str | None = None  # the exact bytes sent, kept at the first build
+    provider_message_id: str | None = None
+
+
+def _progress_columns(progress: DeliveryProgress) -> dict[str, Any]:
+    columns: dict[str, Any] = {}
+    if progress.attempts is not None:
+        columns["attempts"] = progress.attempts
+    if progress.raw_blob_id is not None:
+        columns["raw_blob_id"] = progress.raw_blob_id
+    if progress.provider_message_id is not None:
+        columns["provider_message_id"] = progress.provider_message_id
+    return columns
+
+
 async def record_events(
     tx: Tx,
     items: Sequence[StatusEvent],
     now: int,
-    fields: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: Mapping[str, DeliveryProgress] | None = None,
 ) -> list[tuple[EmailStatus, Event]]:
     """``record_event`` for many events at once (several may name the same email, in order).
 
     Each move is checked against the status machine from the status the previous item left.
-    ``fields`` ({email id: {column: value}}, worker bookkeeping such as ``attempts`` or
-    ``raw_blob_id``, never ``status``) go into the same UPDATE as the email's new status: every
-    email row is written once (each row version costs an entry in every index of ``emails``).
-    One UPDATE per shape of row change and one events INSERT. Raises ``InvalidTransition`` and
-    writes nothing when any move is not allowed.
+    ``progress`` ({email id: the worker's bookkeeping}) goes into the same UPDATE as the email's
+    new status: every email row is written once (each row version costs an entry in every index
+    of ``emails``). One UPDATE per shape of row change and one events INSERT. Raises
+    ``InvalidTransition`` and writes nothing when any move is not allowed.
     """
     current: dict[str, EmailStatus] = {}
     final: dict[str, dict[str, Any]] = {}
@@ -412,10 +433,8 @@ async def record_events(
         values.update(status=new_status.value, last_event=item.event_type)
         if item.event_type == "email.sent":
             values["sent_at"] = now
-    for email_id, extra in (fields or {}).items():
-        if "status" in extra:
-            raise ValueError("status changes only through events")
-        final.setdefault(email_id, {}).update(extra)
+    for email_id, bookkeeping in (progress or {}).items():
+        final.setdefault(email_id, {}).update(_progress_columns(bookkeeping))
     await _write_rows(tx, final)
     await events_repo.insert_events(tx, [event for _, event in results])
     return results
@@ -457,6 +476,31 @@ async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str,
     for row in await tx.conn.execute(query):
         found[row.email_id][row.address] = row.outcome
     return found
+
+
+async def outcomes_and_suppressions(
+    tx: Tx, email_ids: Sequence[str]
+) -> tuple[dict[str, dict[str, str]], dict[str, set[str]]]:
+    """``recipient_outcomes_many``, and which of each email's recipients are on its team's
+    suppression list now ({email id: addresses}, only emails that have some).
+
+    One statement: the list is joined on (team, address), both in lookup form as the send
+    path's ``suppressions.find_listed`` compares them, through the list's unique index."""
+    found: dict[str, dict[str, str]] = {email_id: {} for email_id in email_ids}
+    listed: dict[str, set[str]] = {}
+    if not email_ids:
+        return found, listed
+    r, s = email_recipients, suppressions
+    query = (
+        select(r.c.email_id, r.c.address, r.c.outcome, s.c.id)
+        .select_from(r.outerjoin(s, (s.c.team_id == r.c.team_id) & (s.c.email == r.c.address)))
+        .where(among(tx, r.c.email_id, email_ids))
+    )
+    for email_id, address, outcome, suppression_id in await tx.conn.execute(query):
+        found[email_id][address] = outcome
+        if suppression_id is not None:
+            listed.setdefault(email_id, set()).add(address)
+    return found, listed
 
 
 async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -> None:

@@ -1,0 +1,130 @@
+"""Every record serializer's output, for realistic records, is what ``/openapi.json`` says the
+route serving it returns (besides the check of every answer of the API tests: conftest)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+import pytest
+
+from posthaste.core import serialize, webhooks
+from tests import records
+from tests.conftest import Tenant
+from tests.openapi_check import problems, response_schema
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"])  # the document is the same on both
+
+Shape = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def alone(record: dict[str, Any]) -> dict[str, Any]:
+    return record
+
+
+def listed(record: dict[str, Any]) -> dict[str, Any]:
+    return {"object": "list", "data": [record]}
+
+
+def paged(record: dict[str, Any]) -> dict[str, Any]:
+    return {"object": "list", "data": [record], "next_cursor": ""}
+
+
+def with_secret(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "secret": "whsec_" + "0" * 48}
+
+
+# (serializer, its records, how a route wraps it, the route: method, path template, status)
+SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]], Shape, str]] = [
+    (serialize.email_record, records.emails, alone, "GET /emails/{email_id} 200"),
+    (serialize.email_record, records.emails, alone, "POST /emails 200"),
+    (serialize.email_record, records.emails, paged, "GET /emails 200"),
+    (serialize.event_record, records.events, listed, "GET /emails/{email_id}/events 200"),
+    (
+        serialize.attachment_record,
+        records.attachments,
+        listed,
+        "GET /emails/{email_id}/attachments 200",
+    ),
+    (
+        serialize.attempt_record,
+        records.delivery_attempts,
+        listed,
+        "GET /emails/{email_id}/attempts 200",
+    ),
+    (serialize.stream_record, records.streams, alone, "GET /streams/{stream_id} 200"),
+    (serialize.stream_record, records.streams, listed, "GET /streams 200"),
+    (
+        serialize.suppression_record,
+        records.suppressions,
+        alone,
+        "GET /suppressions/{id_or_email} 200",
+    ),
+    (serialize.suppression_record, records.suppressions, paged, "GET /suppressions 200"),
+    (serialize.template_record, records.templates, alone, "GET /templates/{template_id} 200"),
+    (serialize.template_record, records.templates, listed, "GET /templates 200"),
+    (serialize.domain_record, records.domains, alone, "GET /domains/{domain_id} 200"),
+    (serialize.domain_record, records.domains, listed, "GET /domains 200"),
+    (webhooks.webhook_record, records.webhooks, alone, "GET /webhooks/{webhook_id} 200"),
+    (webhooks.webhook_record, records.webhooks, with_secret, "POST /webhooks 201"),
+    (webhooks.webhook_record, records.webhooks, listed, "GET /webhooks 200"),
+    (
+        webhooks.delivery_record,
+        records.webhook_deliveries,
+        listed,
+        "GET /webhooks/{webhook_id}/events 200",
+    ),
+    (
+        webhooks.delivery_record,
+        records.webhook_deliveries,
+        alone,
+        "POST /webhooks/{webhook_id}/events/{event_id}/replay 200",
+    ),
+    (
+        webhooks.attempt_record,
+        records.webhook_attempts,
+        listed,
+        "GET /webhooks/{webhook_id}/events/{event_id}/attempts 200",
+    ),
+]
+
+
+@pytest.fixture
+async def document(client: httpx.AsyncClient) -> dict[str, Any]:
+    found: dict[str, Any] = (await client.get("/openapi.json")).json()
+    return found
+
+
+@pytest.mark.parametrize(
+    ("serializer", "examples", "shape", "route"),
+    SERVED,
+    ids=[f"{s.__name__}:{route}" for s, _, _, route in SERVED],
+)
+async def test_serialized_records_are_documented(
+    document: dict[str, Any],
+    serializer: Callable[[Any], dict[str, Any]],
+    examples: Callable[[], Sequence[Any]],
+    shape: Shape,
+    route: str,
+) -> None:
+    method, template, status = route.split()
+    schema = response_schema(document, method, template, int(status))
+    assert schema is not None, f"{route} documents no JSON body"
+    for example in examples():
+        body = shape(serializer(example))
+        assert problems(document, schema, body) == [], (route, example)
+
+
+async def test_api_keys_are_documented(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    """The key record is built in its route: every answer below is checked by the client."""
+    headers = tenant.headers("live")
+    bodies = [
+        {"name": "ci"},
+        {"name": "sender", "permission": "sending_access", "mode": "test"},
+    ]
+    for body in bodies:
+        created = await client.post("/api-keys", json=body, headers=headers)
+        assert created.status_code == 201 and created.json()["token"].startswith("ph_")
+    listing = await client.get("/api-keys", headers=headers)
+    assert {k["permission"] for k in listing.json()["data"]} == {"full_access", "sending_access"}
