@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import APIRouter
 from starlette.responses import Response
@@ -13,25 +13,12 @@ from posthaste.api.responses import deleted, json_response, listing
 from posthaste.api.schemas.api_keys import ApiKeyList, CreateApiKeyRequest, CreatedApiKey
 from posthaste.api.schemas.common import Deleted
 from posthaste.bootstrap import Services
-from posthaste.core.ids import format_ms
-from posthaste.core.models import ApiKey, KeyMode, Permission, Principal
+from posthaste.core.models import KeyMode, Permission, Principal
+from posthaste.core.serialize import api_key_record
 from posthaste.errors import NotFound, ValidationError
 
 router = APIRouter()
 E = TypeVar("E", KeyMode, Permission)
-
-
-def _key_record(key: ApiKey) -> dict[str, Any]:
-    return {
-        "object": "api_key",
-        "id": key.id,
-        "name": key.name,
-        "mode": key.mode.value,
-        "permission": key.permission.value,
-        "domain_id": key.domain_id,
-        "token_hint": key.token_hint,
-        "created_at": format_ms(key.created_at),
-    }
 
 
 @router.post(
@@ -57,7 +44,7 @@ async def create_api_key(
     created = await services.teams.create_key(
         principal.team_id, name.strip(), mode, permission, domain_id
     )
-    return json_response({**_key_record(created.key), "token": created.token}, 201)
+    return json_response({**api_key_record(created.key), "token": created.token}, 201)
 
 
 async def _own_domain(principal: Principal, services: Services, domain_id: object) -> str | None:
@@ -87,7 +74,7 @@ def _choice(value: object, enum: type[E], name: str) -> E:
     responses={200: {"model": ApiKeyList}, **ERRORS},
 )
 async def list_api_keys(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([_key_record(k) for k in await services.teams.list_keys(principal.team_id)])
+    return listing([api_key_record(k) for k in await services.teams.list_keys(principal.team_id)])
 
 
 @router.delete(
