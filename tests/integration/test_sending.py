@@ -35,7 +35,7 @@ from tests.senders import AnySender
 
 
 async def principal(services: Services, token: str) -> Principal:
-    return await services.teams.authenticate(token)
+    return await services.api_keys.authenticate(token)
 
 
 async def accept(services: Services, who: Principal, request_body: object) -> Email:
