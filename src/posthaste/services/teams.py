@@ -5,6 +5,7 @@ from __future__ import annotations
 from posthaste.core.api_keys import NewApiKey
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import KeyMode, Stream, Team
+from posthaste.core.streams import DEFAULT_STREAMS
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.services.api_keys import ApiKeyService, CreatedKey
 from posthaste.storage import streams as streams_repo
@@ -12,10 +13,6 @@ from posthaste.storage import teams as teams_repo
 from posthaste.storage.database import KEYS_CHANNEL, Database, Tx
 
 DEFAULT_RATE_LIMIT = 10
-DEFAULT_STREAMS = (
-    ("transactional", "Transactional", "transactional"),
-    ("broadcast", "Broadcast", "broadcast"),
-)
 
 
 class TeamService:
@@ -85,8 +82,8 @@ class TeamService:
 
 
 async def _create_default_streams(tx: Tx, team_id: str, now: int) -> None:
-    for stream_id, name, kind in DEFAULT_STREAMS:
-        await streams_repo.insert_stream(tx, Stream(stream_id, team_id, name, kind, now))
+    for new in DEFAULT_STREAMS:
+        await streams_repo.insert_stream(tx, Stream(new.id, team_id, new.name, new.type, now))
 
 
 def _team_name(name: str) -> str:
