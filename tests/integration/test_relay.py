@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from posthaste.core.suppressions import parse_suppressed_address
 from posthaste.server import Roles
 from posthaste.smtp.relay import MAX_MESSAGE_BYTES, SHARE_PORTS, Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
@@ -201,7 +202,7 @@ async def test_a_suppressed_recipient_is_550_511(
     relay: Relay, services: Services, tenant: Tenant
 ) -> None:
     principal = await services.api_keys.authenticate(tenant.test)
-    await services.suppressions.add(principal, "ann@example.com")
+    await services.suppressions.add(principal, parse_suppressed_address("ann@example.com"))
     code, reply = await submit(relay, tenant.test, message())
     assert (code, reply[:5]) == (550, "5.1.1") and "ann@example.com" in reply
 
