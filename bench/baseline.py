@@ -24,6 +24,7 @@ from posthaste.core.models import Email, Event, KeyMode, NewEmail, NewJob
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
+from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.teams import TeamService
 from posthaste.storage import emails as emails_repo
 from posthaste.storage.database import Database
@@ -143,7 +144,7 @@ async def run(
     await upgrade_to_head(async_url, dialect)
     db = Database(async_url, dialect)
     try:
-        team = await TeamService(db).create_team("bench", 0, 0)
+        team = await TeamService(db, ApiKeyService(db)).create_team("bench", 0, 0)
         now = now_ms()
         requests = [parse_send_request(payload.email(i), now) for i in range(payload.POOL_SIZE)]
         target = RawTarget(db, team.id, requests)

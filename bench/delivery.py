@@ -43,6 +43,7 @@ from bench import cpu, payload, postfix
 from bench.server import SECRET_KEY, Backend, free_port, prepared, pythonpath
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
+from posthaste.core.api_keys import NewApiKey
 from posthaste.core.dkim import sign_message
 from posthaste.core.ids import now_ms
 from posthaste.core.models import KeyMode, Origin
@@ -225,8 +226,8 @@ async def pipeline(
     """Accept ``count`` emails while the workers deliver; seconds until the last is ``sent``,
     and the CPU milliseconds per email of each kind of process meanwhile."""
     team = await services.teams.create_team("bench", 0, 0)
-    key = await services.teams.create_key(team.id, "bench", KeyMode.LIVE)
-    principal = await services.teams.authenticate(key.token)
+    key = await services.api_keys.create(team.id, NewApiKey("bench", KeyMode.LIVE))
+    principal = await services.api_keys.authenticate(key.token)
     bodies = [payload.email(i) for i in range(BATCH)]
     before = cpu.snapshot(pids)
     backends_before = {pid: cpu.process_seconds(pid) for pid in cpu.postgres_pids()}

@@ -22,6 +22,7 @@ from bench import payload, server
 from posthaste.api.app import create_app
 from posthaste.bootstrap import build_services, migrate
 from posthaste.config import Settings
+from posthaste.core.api_keys import NewApiKey
 from posthaste.core.models import KeyMode
 
 
@@ -40,7 +41,7 @@ async def trace(settings: Settings) -> dict[str, list[str]]:
     services = build_services(settings)
     try:
         team = await services.teams.create_team("bench", 0, 0)
-        key = await services.teams.create_key(team.id, "bench", KeyMode.TEST)
+        key = await services.api_keys.create(team.id, NewApiKey("bench", KeyMode.TEST))
         log: list[str] = []
         _listen(services.db.engine.sync_engine, log)
         headers = {"Authorization": f"Bearer {key.token}", "Content-Type": "application/json"}

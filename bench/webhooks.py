@@ -29,6 +29,7 @@ from sqlalchemy import func, select
 from bench import cpu, server
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
+from posthaste.core.api_keys import NewApiKey
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
 from posthaste.core.webhooks import envelope_bytes
@@ -196,8 +197,8 @@ async def measure(
     await services.db.start_listening()
     try:
         team = await services.teams.create_team(f"bench-{new_id()[:8]}", 0, 0)
-        created = await services.teams.create_key(team.id, "bench")
-        principal = await services.teams.authenticate(created.token)
+        created = await services.api_keys.create(team.id, NewApiKey("bench"))
+        principal = await services.api_keys.authenticate(created.token)
         quiet = await _record(services, team.id, args.events)  # no endpoint yet: the base cost
         for n in range(args.endpoints):
             body = {"endpoint": f"{receiver_url}/{n}", "events": ["email.delivered"]}

@@ -24,6 +24,7 @@ from sqlalchemy import text
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from posthaste.core.api_keys import NewApiKey
 from posthaste.core.models import KeyMode, Permission, Team
 from posthaste.storage.dialects import PostgresDialect, SqliteDialect
 from posthaste.storage.migrate import upgrade_to_head
@@ -129,11 +130,10 @@ async def make_tenant(
     team = await services.teams.create_team(
         name or f"team-{uuid.uuid4().hex[:8]}", rate_limit, daily_quota
     )
-    live = await services.teams.create_key(team.id, "live", KeyMode.LIVE)
-    test = await services.teams.create_key(team.id, "test", KeyMode.TEST)
-    sending = await services.teams.create_key(
-        team.id, "send", KeyMode.TEST, Permission.SENDING_ACCESS
-    )
+    keys = services.api_keys
+    live = await keys.create(team.id, NewApiKey("live", KeyMode.LIVE))
+    test = await keys.create(team.id, NewApiKey("test", KeyMode.TEST))
+    sending = await keys.create(team.id, NewApiKey("send", KeyMode.TEST, Permission.SENDING_ACCESS))
     return Tenant(team, live.token, test.token, sending.token)
 
 

@@ -17,6 +17,7 @@ from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
+from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
@@ -48,6 +49,7 @@ class Services:
     db: Database
     transports: TransportRegistry
     teams: TeamService
+    api_keys: ApiKeyService
     sending: SendingService
     emails: EmailQueries
     email_changes: EmailChanges
@@ -123,11 +125,13 @@ def build_services(
     transports = transports or build_transports(settings)
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
+    api_keys = ApiKeyService(db)
     return Services(
         settings=settings,
         db=db,
         transports=transports,
-        teams=TeamService(db),
+        teams=TeamService(db, api_keys),
+        api_keys=api_keys,
         sending=SendingService(
             db,
             content or TemplateContent(parsed_templates),

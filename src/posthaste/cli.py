@@ -12,6 +12,7 @@ from typing import Any
 
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
+from posthaste.core.api_keys import MAX_NAME_LENGTH, NewApiKey
 from posthaste.core.ids import format_ms
 from posthaste.core.models import KeyMode, Permission
 from posthaste.errors import ConfigError, PosthasteError
@@ -136,19 +137,21 @@ async def _teams(services: Services, args: argparse.Namespace) -> int:
 async def _keys(services: Services, args: argparse.Namespace) -> int:
     if args.action == "create":
         team = await services.teams.team_by_name(args.team)
-        created = await services.teams.create_key(
-            team.id, args.name, KeyMode(args.mode), Permission(args.permission)
+        mode = KeyMode(args.mode)
+        name = (args.name or f"{mode.value} key")[:MAX_NAME_LENGTH]
+        created = await services.api_keys.create(
+            team.id, NewApiKey(name, mode, Permission(args.permission))
         )
         print(created.token)
     elif args.action == "list":
         team = await services.teams.team_by_name(args.team)
-        for key in await services.teams.list_keys(team.id):
+        for key in await services.api_keys.all(team.id):
             print(
                 f"{key.id}  {key.token_hint}…  {key.mode.value}  {key.permission.value}  "
                 f"{key.name}  created {format_ms(key.created_at)}"
             )
     else:
-        await services.teams.revoke_key(args.id)
+        await services.api_keys.revoke(args.id)
         print(f"revoked {args.id}")
     return 0
 

@@ -13,7 +13,7 @@ import uvicorn
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
-from posthaste.services.teams import CreatedKey
+from posthaste.services.api_keys import CreatedKey
 from posthaste.smtp.relay import RelayServer
 from posthaste.workers.runner import Worker
 

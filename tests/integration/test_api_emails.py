@@ -238,7 +238,7 @@ async def test_a_failed_request_releases_its_idempotency_key(
 async def test_concurrent_idempotent_requests(
     client: httpx.AsyncClient, services: Services, tenant: Tenant
 ) -> None:
-    who = await services.teams.authenticate(tenant.test)
+    who = await services.api_keys.authenticate(tenant.test)
     key = idempotency_key("busy", body_fingerprint(body()))
     assert await services.sending.idempotency.reserve(who.team_id, key) is None
     h = {**tenant.headers(), "Idempotency-Key": "busy"}

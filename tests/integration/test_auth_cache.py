@@ -28,15 +28,15 @@ async def test_changes_made_by_another_process_apply_at_once(settings: Settings)
     await api.db.start_listening()
     try:
         tenant = await make_tenant(api)
-        test_key = await api.teams.authenticate(tenant.test)  # both remembered by `api` now
-        assert (await api.teams.authenticate(tenant.live)).team.rate_limit == 0
+        test_key = await api.api_keys.authenticate(tenant.test)  # both remembered by `api` now
+        assert (await api.api_keys.authenticate(tenant.live)).team.rate_limit == 0
 
-        await _notified(api, other.teams.revoke_key(test_key.key.id))
+        await _notified(api, other.api_keys.revoke(test_key.key.id))
         with pytest.raises(InvalidApiKey):
-            await api.teams.authenticate(tenant.test)
+            await api.api_keys.authenticate(tenant.test)
 
         await _notified(api, other.teams.update_team(tenant.team.name, 3, None))
-        assert (await api.teams.authenticate(tenant.live)).team.rate_limit == 3
+        assert (await api.api_keys.authenticate(tenant.live)).team.rate_limit == 3
     finally:
         await other.close()
         await api.close()

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from posthaste.core.suppressions import parse_suppressed_address
 from posthaste.server import Roles
 from posthaste.smtp.relay import MAX_MESSAGE_BYTES, SHARE_PORTS, Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
@@ -200,8 +201,8 @@ async def test_idempotency_key_replays_the_first_email(relay: Relay, tenant: Ten
 async def test_a_suppressed_recipient_is_550_511(
     relay: Relay, services: Services, tenant: Tenant
 ) -> None:
-    principal = await services.teams.authenticate(tenant.test)
-    await services.suppressions.add(principal, "ann@example.com")
+    principal = await services.api_keys.authenticate(tenant.test)
+    await services.suppressions.add(principal, parse_suppressed_address("ann@example.com"))
     code, reply = await submit(relay, tenant.test, message())
     assert (code, reply[:5]) == (550, "5.1.1") and "ann@example.com" in reply
 
@@ -251,7 +252,7 @@ async def test_invalid_content_is_554_560(
         del msg["From"]
     code, reply = await submit(relay, tenant.test, msg)
     assert (code, reply[:5]) == (554, "5.6.0") and words in reply
-    principal = await services.teams.authenticate(tenant.test)
+    principal = await services.api_keys.authenticate(tenant.test)
     assert (await services.emails.page(principal, EmailFilter(), None, 10)).items == []
 
 
@@ -371,7 +372,7 @@ async def test_a_key_revoked_during_a_session_stops_it(
     relay: Relay, services: Services, tenant: Tenant
 ) -> None:
     loop = asyncio.get_running_loop()
-    [key] = [k for k in await services.teams.list_keys(tenant.team.id) if k.name == "send"]
+    [key] = [k for k in await services.api_keys.all(tenant.team.id) if k.name == "send"]
 
     def talk() -> list[tuple[int, bytes]]:
         replies = []
@@ -383,7 +384,7 @@ async def test_a_key_revoked_during_a_session_stops_it(
                 smtp.rcpt("ann@example.com")
                 replies.append(smtp.data(message().as_bytes(policy=email.policy.SMTP)))
                 if len(replies) == 1:
-                    revoke = services.teams.revoke_key(key.id)
+                    revoke = services.api_keys.revoke(key.id)
                     asyncio.run_coroutine_threadsafe(revoke, loop).result()
         return replies
 

@@ -60,7 +60,7 @@ async def test_a_domain_deleted_by_another_process_is_refused_once_heard(
     heard = asyncio.Event()
     services.db.add_listener(DOMAINS_CHANNEL, heard.set)
     try:
-        principal = await other.teams.authenticate(tenant.live)
+        principal = await other.api_keys.authenticate(tenant.live)
         await other.domains.delete(principal, domain["id"])
         await asyncio.wait_for(heard.wait(), 5)
     finally:
@@ -77,7 +77,7 @@ async def test_an_answer_read_while_a_change_was_heard_is_not_kept(
     services: Services, tenant: Tenant
 ) -> None:
     """The query may have read the state from before the change: asked again, ask again."""
-    principal = await services.teams.authenticate(tenant.live)
+    principal = await services.api_keys.authenticate(tenant.live)
     senders = DomainSenders(services.db, "us-east-1")
     asked: list[str] = []
 

@@ -19,6 +19,7 @@ from posthaste.core.models import Email, KeyMode, Origin, Principal, Sender
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import email_record
 from posthaste.core.status import EmailStatus
+from posthaste.core.suppressions import parse_suppressed_address
 from posthaste.errors import (
     DailyQuotaExceeded,
     DomainNotVerified,
@@ -35,7 +36,7 @@ from tests.senders import AnySender
 
 
 async def principal(services: Services, token: str) -> Principal:
-    return await services.teams.authenticate(token)
+    return await services.api_keys.authenticate(token)
 
 
 async def accept(services: Services, who: Principal, request_body: object) -> Email:
@@ -145,7 +146,7 @@ async def test_live_keys_cannot_send_from_unverified_domains(
 
 async def test_suppressed_recipient_is_refused_by_name(services: Services, tenant: Tenant) -> None:
     who = await principal(services, tenant.test)
-    await services.suppressions.add(who, "Blocked@Example.com")
+    await services.suppressions.add(who, parse_suppressed_address("Blocked@Example.com"))
     with pytest.raises(ValidationError) as caught:
         await accept(services, who, body(to=["ok@example.com"], bcc="blocked@example.COM"))
     assert "blocked@example.com" in caught.value.message
@@ -154,7 +155,9 @@ async def test_suppressed_recipient_is_refused_by_name(services: Services, tenan
 
 async def test_suppressions_are_per_team(services: Services, tenant: Tenant) -> None:
     other = await make_tenant(services)
-    await services.suppressions.add(await principal(services, other.test), "user@example.com")
+    await services.suppressions.add(
+        await principal(services, other.test), parse_suppressed_address("user@example.com")
+    )
     email = await accept(services, await principal(services, tenant.test), body())
     assert email.status is EmailStatus.QUEUED
 
@@ -163,7 +166,7 @@ async def test_batch_items_fail_independently_and_the_rest_are_stored(
     services: Services, tenant: Tenant
 ) -> None:
     who = await principal(services, tenant.test)
-    await services.suppressions.add(who, "gone@example.com")
+    await services.suppressions.add(who, parse_suppressed_address("gone@example.com"))
     outcomes = await accept_batch(
         services,
         who,
@@ -219,7 +222,7 @@ async def test_concurrent_sends_of_two_teams_each_get_their_own_outcome(
     other = await make_tenant(services, daily_quota=2)
     mine, theirs = await principal(services, tenant.test), await principal(services, other.test)
     third = await principal(services, (await make_tenant(services)).test)
-    await services.suppressions.add(mine, "blocked@example.com")
+    await services.suppressions.add(mine, parse_suppressed_address("blocked@example.com"))
     calls = [accept(services, mine, body(to=f"user{n}@example.com")) for n in range(10)] + [
         accept(services, mine, body(to="blocked@example.com")),
         accept(services, mine, body(to="not an address")),
@@ -271,7 +274,9 @@ async def test_a_system_sender_sends_live_mail_checked_like_any_other(
         email = await anywhere.sending.accept(system, Origin.BROADCAST, request)
         assert isinstance(email, Email)
         assert (email.mode, email.origin) == (KeyMode.LIVE, Origin.BROADCAST)
-        await anywhere.suppressions.add(await principal(anywhere, tenant.test), "user@example.com")
+        await anywhere.suppressions.add(
+            await principal(anywhere, tenant.test), parse_suppressed_address("user@example.com")
+        )
         with pytest.raises(RecipientSuppressed):
             await anywhere.sending.accept(system, Origin.AUTOMATION, request)
         stored = await anywhere.emails.get(await principal(anywhere, tenant.test), email.id)
@@ -294,7 +299,7 @@ async def test_an_idempotency_key_is_reserved_replayed_and_released_by_accept(
         other = idempotency_key("k-1", "fingerprint-b")
         await services.sending.accept(who.sender, Origin.API, request, idempotency=other)
     # A request the send path refuses gives its key back: a corrected retry may use it.
-    await services.suppressions.add(who, "user@example.com")
+    await services.suppressions.add(who, parse_suppressed_address("user@example.com"))
     refused = idempotency_key("k-2", "fingerprint-c")
     with pytest.raises(RecipientSuppressed):
         await services.sending.accept(who.sender, Origin.API, request, idempotency=refused)

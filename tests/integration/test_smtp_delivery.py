@@ -475,7 +475,7 @@ async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
         b"Message-ID: <kept-1@acme.test>\r\nX-Client: mailer 1.0\r\n\r\nBody line  \r\n\r\n"
     )
     async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
-        principal = await m.services.teams.authenticate(m.tenant.live)
+        principal = await m.services.api_keys.authenticate(m.tenant.live)
         submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
         accepted = await m.services.sending.accept(
             principal.sender, Origin.RELAY, submission.request

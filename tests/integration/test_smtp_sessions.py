@@ -46,7 +46,7 @@ async def relay_kept(m: Mailer, body: bytes) -> str:
         b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
         b"Content-Transfer-Encoding: 8bit\r\n\r\n" + body
     )
-    principal = await m.services.teams.authenticate(m.tenant.live)
+    principal = await m.services.api_keys.authenticate(m.tenant.live)
     submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
     return (await m.services.sending.accept(principal.sender, Origin.RELAY, submission.request)).id
 

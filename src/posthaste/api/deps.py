@@ -27,7 +27,7 @@ async def sending_principal(request: Request, services: ServicesDep) -> Principa
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise MissingApiKey()
-    principal = await services.teams.authenticate(token.strip())
+    principal = await services.api_keys.authenticate(token.strip())
     await services.rate_limiter.check(principal)
     request.state.principal = principal
     return principal

@@ -8,6 +8,7 @@ from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
 from posthaste.core.models import (
+    ApiKey,
     AttachmentInfo,
     Email,
     Event,
@@ -80,6 +81,20 @@ def attachment_record(item: AttachmentInfo) -> dict[str, Any]:
         "content_type": item.content_type,
         "size": item.size,
         "content_id": item.content_id,
+    }
+
+
+def api_key_record(key: ApiKey) -> dict[str, Any]:
+    """An API key as the API lists it: never its token or hash, only the hint."""
+    return {
+        "object": "api_key",
+        "id": key.id,
+        "name": key.name,
+        "mode": key.mode.value,
+        "permission": key.permission.value,
+        "domain_id": key.domain_id,
+        "token_hint": key.token_hint,
+        "created_at": format_ms(key.created_at),
     }
 
 

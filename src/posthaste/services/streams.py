@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Principal, Stream
-from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.core.streams import DEFAULT_STREAM_IDS, NewStream
+from posthaste.errors import Conflict, NotFound
 from posthaste.storage import streams as streams_repo
 from posthaste.storage.database import Database
-
-_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-STREAM_TYPES = ("transactional", "broadcast")
-DEFAULT_STREAM_IDS = ("transactional", "broadcast")
 
 
 class StreamService:
@@ -21,23 +16,12 @@ class StreamService:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(
-        self, principal: Principal, stream_id: str | None, name: object, kind: object
-    ) -> Stream:
-        if not isinstance(name, str) or not name.strip() or len(name) > 200:
-            raise ValidationError("'name' is required: 1-200 characters.")
-        if kind not in STREAM_TYPES:
-            raise ValidationError("'type' must be 'transactional' or 'broadcast'.")
-        slug = stream_id if stream_id is not None else _slugify(name)
-        if not isinstance(slug, str) or not _SLUG.match(slug):
-            raise ValidationError(
-                "'id' must be a slug: lowercase letters, digits, '-' and '_', "
-                "at most 64 characters."
-            )
-        stream = Stream(slug, principal.team_id, name.strip(), str(kind), now_ms())
+    async def create(self, principal: Principal, new: NewStream) -> Stream:
+        """Store a new stream for the caller's team; a taken id is ``Conflict``."""
+        stream = Stream(new.id, principal.team_id, new.name, new.type, now_ms())
         async with self.db.transaction() as tx:
             if not await streams_repo.insert_stream(tx, stream):
-                raise Conflict(f"A stream with id {slug!r} already exists.")
+                raise Conflict(f"A stream with id {new.id!r} already exists.")
         return stream
 
     async def all(self, principal: Principal) -> list[Stream]:
@@ -51,11 +35,10 @@ class StreamService:
             raise NotFound(f"Stream {stream_id!r} was not found.")
         return stream
 
-    async def rename(self, principal: Principal, stream_id: str, name: object) -> Stream:
-        if not isinstance(name, str) or not name.strip() or len(name) > 200:
-            raise ValidationError("'name' must be 1-200 characters.")
+    async def rename(self, principal: Principal, stream_id: str, name: str) -> Stream:
+        """Give one of the team's streams a new name (parsed at the edge: ``parse_stream_name``)."""
         async with self.db.transaction() as tx:
-            if not await streams_repo.rename_stream(tx, principal.team_id, stream_id, name.strip()):
+            if not await streams_repo.rename_stream(tx, principal.team_id, stream_id, name):
                 raise NotFound(f"Stream {stream_id!r} was not found.")
         return await self.get(principal, stream_id)
 
@@ -65,7 +48,3 @@ class StreamService:
         async with self.db.transaction() as tx:
             if not await streams_repo.delete_stream(tx, principal.team_id, stream_id):
                 raise NotFound(f"Stream {stream_id!r} was not found.")
-
-
-def _slugify(name: str) -> str:
-    return re.sub(r"[^a-z0-9_-]+", "-", name.strip().lower()).strip("-")[:64]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posthaste.core.addresses import parse_address
+from posthaste.core.addresses import Address, parse_address
 from posthaste.core.cursors import Position, encode_cursor
 from posthaste.core.ids import is_uuid, new_id, now_ms
 from posthaste.core.models import Principal, Suppression
@@ -12,8 +12,6 @@ from posthaste.errors import NotFound, ValidationError
 from posthaste.services.emails import decode_page_cursor
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database
-
-SUPPRESSION_ORIGINS = ("bounce", "complaint", "manual")
 
 
 def _lookup_key(email: str) -> str:
@@ -39,14 +37,13 @@ class SuppressionService:
     async def add(
         self,
         principal: Principal,
-        email: object,
+        address: Address,
         origin: str = "manual",
         source_email_id: str | None = None,
     ) -> Suppression:
-        if not isinstance(email, str):
-            raise ValidationError("'email' is required: the address to suppress.")
-        address = parse_address(email, "email").lookup_key
-        item = Suppression(new_id(), principal.team_id, address, origin, source_email_id, now_ms())
+        """Suppress an address for the team; an address already listed returns its entry."""
+        email = address.lookup_key
+        item = Suppression(new_id(), principal.team_id, email, origin, source_email_id, now_ms())
         async with self.db.transaction() as tx:
             return await suppressions_repo.add(tx, item)
 
@@ -76,8 +73,8 @@ class SuppressionService:
         cursor: str | None,
         limit: int,
     ) -> SuppressionPage:
-        if origin is not None and origin not in SUPPRESSION_ORIGINS:
-            raise ValidationError("'origin' must be one of bounce, complaint, manual.")
+        """One page of the team's suppressions, filtered by origin (parsed at the edge) and
+        address."""
         position = decode_page_cursor(cursor)
         lookup = _lookup_key(email) if email else None
         async with self.db.read() as tx:

@@ -233,7 +233,7 @@ class RelayHandler:
         token = bytes(credentials.password).decode("utf-8", "replace").strip()
         if user.strip().lower() != USERNAME or not token:
             raise InvalidApiKey(f"Log in as user '{USERNAME}' with an API key as the password.")
-        await self.services.teams.authenticate(token)
+        await self.services.api_keys.authenticate(token)
         return RelayLogin(token)
 
     async def handle_RCPT(
@@ -254,7 +254,7 @@ class RelayHandler:
         try:
             # Per message, not once per session: a revoked key or new limits take effect at
             # once (authenticate() remembers keys for a few seconds, so this costs no query).
-            principal = await self.services.teams.authenticate(login.token)
+            principal = await self.services.api_keys.authenticate(login.token)
             email_id = await self.submit(principal, bytes(envelope.content), envelope.rcpt_tos)
         except PosthasteError as exc:
             return reply_line(exc)

@@ -1,36 +1,20 @@
-"""Teams and API keys."""
+"""Teams: their names and limits (their API keys are in ``storage/api_keys.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from posthaste.core.models import ApiKey, KeyMode, Permission, Team
+from posthaste.core.models import Team
 from posthaste.errors import Conflict
 from posthaste.storage.database import Tx
-from posthaste.storage.tables import api_keys, teams
+from posthaste.storage.tables import teams
 
 
 def _team(row: Any) -> Team:
     return Team(row.id, row.name, row.rate_limit, row.daily_quota, row.created_at)
-
-
-def _key(row: Any) -> ApiKey:
-    return ApiKey(
-        id=row.id,
-        team_id=row.team_id,
-        name=row.name,
-        token_hint=row.token_hint,
-        mode=KeyMode(row.mode),
-        permission=Permission(row.permission),
-        domain_id=row.domain_id,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-    )
 
 
 async def insert_team(tx: Tx, team: Team) -> None:
@@ -78,57 +62,3 @@ async def update_team_limits(
         values["daily_quota"] = daily_quota
     if values:
         await tx.conn.execute(update(teams).where(teams.c.id == team_id).values(**values))
-
-
-async def insert_key(tx: Tx, key: ApiKey, token_hash: str) -> None:
-    await tx.conn.execute(
-        api_keys.insert().values(
-            id=key.id,
-            team_id=key.team_id,
-            name=key.name,
-            token_hash=token_hash,
-            token_hint=key.token_hint,
-            mode=key.mode.value,
-            permission=key.permission.value,
-            domain_id=key.domain_id,
-            created_at=key.created_at,
-        )
-    )
-
-
-async def find_active_key(tx: Tx, token_hash: str) -> tuple[ApiKey, Team] | None:
-    """The live (not revoked) key with this hash, and its team."""
-    query = (
-        select(
-            api_keys,
-            teams.c.name.label("team_name"),
-            teams.c.rate_limit,
-            teams.c.daily_quota,
-            teams.c.created_at.label("team_created_at"),
-        )
-        .join(teams, teams.c.id == api_keys.c.team_id)
-        .where(api_keys.c.token_hash == token_hash, api_keys.c.revoked_at.is_(None))
-    )
-    row = (await tx.conn.execute(query)).first()
-    if row is None:
-        return None
-    team = Team(row.team_id, row.team_name, row.rate_limit, row.daily_quota, row.team_created_at)
-    return _key(row), team
-
-
-async def list_keys(tx: Tx, team_id: str) -> Sequence[ApiKey]:
-    query = (
-        select(api_keys)
-        .where(api_keys.c.team_id == team_id, api_keys.c.revoked_at.is_(None))
-        .order_by(api_keys.c.created_at, api_keys.c.id)
-    )
-    return [_key(r) for r in await tx.conn.execute(query)]
-
-
-async def revoke_key(tx: Tx, key_id: str, now: int, team_id: str | None = None) -> bool:
-    """Revoke a key; scoped to ``team_id`` unless called by the operator's CLI."""
-    query = update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-    if team_id is not None:
-        query = query.where(api_keys.c.team_id == team_id)
-    result = await tx.conn.execute(query.values(revoked_at=now))
-    return bool(result.rowcount)

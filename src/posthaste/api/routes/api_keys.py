@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 from fastapi import APIRouter
 from starlette.responses import Response
 
@@ -12,26 +10,10 @@ from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, listing
 from posthaste.api.schemas.api_keys import ApiKeyList, CreateApiKeyRequest, CreatedApiKey
 from posthaste.api.schemas.common import Deleted
-from posthaste.bootstrap import Services
-from posthaste.core.ids import format_ms
-from posthaste.core.models import ApiKey, KeyMode, Permission, Principal
-from posthaste.errors import NotFound, ValidationError
+from posthaste.core.api_keys import parse_new_api_key
+from posthaste.core.serialize import api_key_record
 
 router = APIRouter()
-E = TypeVar("E", KeyMode, Permission)
-
-
-def _key_record(key: ApiKey) -> dict[str, Any]:
-    return {
-        "object": "api_key",
-        "id": key.id,
-        "name": key.name,
-        "mode": key.mode.value,
-        "permission": key.permission.value,
-        "domain_id": key.domain_id,
-        "token_hint": key.token_hint,
-        "created_at": format_ms(key.created_at),
-    }
 
 
 @router.post(
@@ -45,39 +27,9 @@ def _key_record(key: ApiKey) -> dict[str, Any]:
 async def create_api_key(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    fields = json_object(body)
-    name = fields.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise ValidationError("'name' is required: 1-200 characters.")
-    permission = _choice(fields.get("permission", "full_access"), Permission, "permission")
-    mode = _choice(fields.get("mode") or principal.key.mode.value, KeyMode, "mode")
-    if principal.is_test and mode is KeyMode.LIVE:
-        raise ValidationError("A test-mode key can create only test-mode keys.")
-    domain_id = await _own_domain(principal, services, fields.get("domain_id"))
-    created = await services.teams.create_key(
-        principal.team_id, name.strip(), mode, permission, domain_id
-    )
-    return json_response({**_key_record(created.key), "token": created.token}, 201)
-
-
-async def _own_domain(principal: Principal, services: Services, domain_id: object) -> str | None:
-    """A ``domain_id`` must name one of the team's own domains."""
-    if domain_id is None:
-        return None
-    if not isinstance(domain_id, str):
-        raise ValidationError("'domain_id' must be the id of one of this team's domains.")
-    try:
-        return (await services.domains.get(principal, domain_id)).id
-    except NotFound:
-        raise ValidationError(f"Domain {domain_id!r} was not found; see GET /domains.") from None
-
-
-def _choice(value: object, enum: type[E], name: str) -> E:
-    try:
-        return enum(str(value))
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum)
-        raise ValidationError(f"'{name}' must be one of: {allowed}.") from None
+    new = parse_new_api_key(json_object(body), principal.key.mode)
+    created = await services.api_keys.create(principal.team_id, new)
+    return json_response({**api_key_record(created.key), "token": created.token}, 201)
 
 
 @router.get(
@@ -87,7 +39,7 @@ def _choice(value: object, enum: type[E], name: str) -> E:
     responses={200: {"model": ApiKeyList}, **ERRORS},
 )
 async def list_api_keys(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([_key_record(k) for k in await services.teams.list_keys(principal.team_id)])
+    return listing([api_key_record(k) for k in await services.api_keys.all(principal.team_id)])
 
 
 @router.delete(
@@ -97,5 +49,5 @@ async def list_api_keys(principal: FullPrincipal, services: ServicesDep) -> Resp
     responses={200: {"model": Deleted}, **ERRORS},
 )
 async def revoke_api_key(key_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
-    await services.teams.revoke_key(key_id, principal.team_id)
+    await services.api_keys.revoke(key_id, principal.team_id)
     return deleted("api_key", key_id)

@@ -16,6 +16,7 @@ from posthaste.api.schemas.streams import (
     UpdateStreamRequest,
 )
 from posthaste.core.serialize import stream_record
+from posthaste.core.streams import parse_new_stream, parse_stream_name
 
 router = APIRouter()
 
@@ -31,10 +32,7 @@ router = APIRouter()
 async def create_stream(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    fields = json_object(body)
-    stream = await services.streams.create(
-        principal, fields.get("id"), fields.get("name"), fields.get("type")
-    )
+    stream = await services.streams.create(principal, parse_new_stream(json_object(body)))
     return json_response(stream_record(stream), 201)
 
 
@@ -68,7 +66,8 @@ async def get_stream(stream_id: str, principal: FullPrincipal, services: Service
 async def update_stream(
     stream_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    stream = await services.streams.rename(principal, stream_id, json_object(body).get("name"))
+    name = parse_stream_name(json_object(body).get("name"))
+    stream = await services.streams.rename(principal, stream_id, name)
     return json_response(stream_record(stream))
 
 

@@ -18,6 +18,7 @@ from posthaste.api.schemas.suppressions import (
 )
 from posthaste.core.cursors import page_limit
 from posthaste.core.serialize import suppression_record
+from posthaste.core.suppressions import parse_suppressed_address, parse_suppression_origin
 
 router = APIRouter()
 
@@ -36,9 +37,9 @@ async def list_suppressions(
     origin: str | None = None,
     email: str | None = None,
 ) -> Response:
-    page = await services.suppressions.page(
-        principal, origin or None, email or None, cursor, page_limit(limit, 50)
-    )
+    size = page_limit(limit, 50)
+    wanted = parse_suppression_origin(origin or None)
+    page = await services.suppressions.page(principal, wanted, email or None, cursor, size)
     return json_response(
         {
             "object": "list",
@@ -59,7 +60,8 @@ async def list_suppressions(
 async def add_suppression(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    item = await services.suppressions.add(principal, json_object(body).get("email"))
+    address = parse_suppressed_address(json_object(body).get("email"))
+    item = await services.suppressions.add(principal, address)
     return json_response(suppression_record(item), 201)
 
 

@@ -1,0 +1,106 @@
+"""API keys: created (the token shown once), listed, revoked, and authenticated on every request
+and every relay message."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from posthaste.core.api_keys import NewApiKey
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.models import ApiKey, KeyMode, Principal
+from posthaste.errors import InvalidApiKey, NotFound, ValidationError
+from posthaste.storage import api_keys as api_keys_repo
+from posthaste.storage import domains as domains_repo
+from posthaste.storage.database import KEYS_CHANNEL, Database
+
+_BASE62 = string.ascii_letters + string.digits
+PRINCIPAL_CACHE_SECONDS = 5.0
+PRINCIPAL_CACHE_SIZE = 10_000
+
+
+def generate_token(mode: KeyMode) -> str:
+    """``ph_live_`` or ``ph_test_`` followed by 32 base62 characters (~190 bits)."""
+    return f"ph_{mode.value}_" + "".join(secrets.choice(_BASE62) for _ in range(32))
+
+
+def hash_token(token: str) -> str:
+    """Keys are stored as SHA-256 only: they are high-entropy, so no slow hash is needed."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A key just created, with its token: the only time the token is known."""
+
+    key: ApiKey
+    token: str
+
+
+class ApiKeyService:
+    """A team's API keys, and the callers they identify (remembered for a few seconds)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # token hash -> (expiry on the monotonic clock, principal); see ``authenticate``.
+        self._principals: dict[str, tuple[float, Principal]] = {}
+        db.add_listener(KEYS_CHANNEL, self._principals.clear)
+
+    async def create(self, team_id: str, new: NewApiKey) -> CreatedKey:
+        """Store a key for the team; a ``domain_id`` must name one of the team's own domains."""
+        token = generate_token(new.mode)
+        key = ApiKey(
+            id=new_id(),
+            team_id=team_id,
+            name=new.name,
+            token_hint=token[:12],
+            mode=new.mode,
+            permission=new.permission,
+            domain_id=new.domain_id,
+            created_at=now_ms(),
+            last_used_at=None,
+            revoked_at=None,
+        )
+        async with self.db.transaction() as tx:
+            domain_id = new.domain_id
+            if domain_id is not None and not await domains_repo.get_domain(tx, team_id, domain_id):
+                raise ValidationError(f"Domain {domain_id!r} was not found; see GET /domains.")
+            await api_keys_repo.insert_key(tx, key, hash_token(token))
+        return CreatedKey(key, token)
+
+    async def all(self, team_id: str) -> Sequence[ApiKey]:
+        """The team's keys that still work, oldest first (never their tokens)."""
+        async with self.db.read() as tx:
+            return await api_keys_repo.list_keys(tx, team_id)
+
+    async def revoke(self, key_id: str, team_id: str | None = None) -> None:
+        """Revoke a key of ``team_id`` (any team's: the operator's CLI); every process forgets
+        it at commit."""
+        async with self.db.transaction() as tx:
+            if not await api_keys_repo.revoke_key(tx, key_id, now_ms(), team_id):
+                raise NotFound(f"No active API key with id {key_id!r}.")
+            tx.notify(KEYS_CHANNEL)
+
+    async def authenticate(self, token: str) -> Principal:
+        """The caller of a live key. Valid keys are remembered for a few seconds: revoking a key
+        or changing a team's limits clears every process's memory at commit (NOTIFY on
+        PostgreSQL, in-process on SQLite), and the expiry bounds what a missed wake-up costs."""
+        token_hash = hash_token(token)
+        now = time.monotonic()
+        cached = self._principals.get(token_hash)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        async with self.db.read() as tx:
+            found = await api_keys_repo.find_active_key(tx, token_hash)
+        if found is None:
+            raise InvalidApiKey()
+        key, team = found
+        principal = Principal(team, key)
+        if len(self._principals) >= PRINCIPAL_CACHE_SIZE:
+            self._principals.clear()
+        self._principals[token_hash] = (now + PRINCIPAL_CACHE_SECONDS, principal)
+        return principal
