@@ -68,11 +68,6 @@ class Address:
             return self.domain
 
     @property
-    def needs_smtputf8(self) -> bool:
-        """Whether delivery needs the SMTPUTF8 extension (the local part is not ASCII)."""
-        return not self.local.isascii()
-
-    @property
     def lookup_key(self) -> str:
         """The lowercased address: the key for suppression checks and ``to``/``from`` filters."""
         return self.address.lower()

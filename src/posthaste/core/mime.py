@@ -88,11 +88,6 @@ def build_message(msg: OutgoingMessage) -> bytes:
     return head.encode("utf-8" if utf8 else "ascii") + b"\r\n" + body
 
 
-def requires_smtputf8(msg: OutgoingMessage) -> bool:
-    """Whether the built message carries a non-ASCII address, so needs the SMTPUTF8 extension."""
-    return _has_utf8_address(_parse_mailboxes(msg))
-
-
 def make_message_id(domain: str, unique: str) -> str:
     """The ``<unique@domain>`` Message-ID of an email; ``domain`` is the sender's A-label."""
     return msg_id(f"{unique}@{domain}", "Message-ID")

@@ -38,6 +38,7 @@ from posthaste.core.addresses import parse_address
 from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
 from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
+from posthaste.core.events import EventType
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import OutgoingMessage, build_message
 from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMode, Suppression
@@ -220,9 +221,14 @@ class DeliveryService:
             return None
         number = email.attempts + 1
         if email.status is not EmailStatus.SENDING and email.status is not EmailStatus.SENT:
-            writes.events.append(StatusEvent(email, "email.sending", email_event_data(email)))
+            writes.events.append(
+                StatusEvent(email, EventType.EMAIL_SENDING, email_event_data(email))
+            )
             started = replace(
-                email, status=EmailStatus.SENDING, last_event="email.sending", attempts=number
+                email,
+                status=EmailStatus.SENDING,
+                last_event=EventType.EMAIL_SENDING,
+                attempts=number,
             )
             return Attempt(job, started, number, waiting)
         return Attempt(job, replace(email, attempts=number), number, waiting)
@@ -403,7 +409,7 @@ def _give_up(writes: _Writes, job: Job, email: Email, waiting: list[str]) -> Non
     writes.done.append(job)
     if waiting and email.status is not EmailStatus.SENT:
         data = email_event_data(email, failed={"reason": "delivery kept crashing; giving up"})
-        writes.events.append(StatusEvent(email, "email.failed", data))
+        writes.events.append(StatusEvent(email, EventType.EMAIL_FAILED, data))
     elif waiting:
         log.error("email %s: delivery kept crashing; %d recipients untried", email.id, len(waiting))
 
@@ -412,7 +418,7 @@ def _fail_unsendable(writes: _Writes, attempt: Attempt, email: Email | None, rea
     writes.done.append(attempt.job)
     if email is not None and email.status is EmailStatus.SENDING:
         data = email_event_data(email, failed={"reason": f"building or signing failed: {reason}"})
-        writes.events.append(StatusEvent(email, "email.failed", data))
+        writes.events.append(StatusEvent(email, EventType.EMAIL_FAILED, data))
 
 
 def _progress(

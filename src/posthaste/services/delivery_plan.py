@@ -15,11 +15,12 @@ from typing import Any
 
 from posthaste.adapters.envelope import DeliveryReport, RecipientReply, SessionLog
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, aggregate_status
+from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Email
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import SimKind, simulated_reply, simulator_kind
-from posthaste.core.status import EmailStatus, can_move
+from posthaste.core.status import EmailStatus, can_move, event_for
 from posthaste.storage.emails import StatusEvent
 
 # Deferred and bounced first, delivered last: when every recipient answers in one attempt, the
@@ -58,7 +59,7 @@ def plan_outcomes(
         ids = (r.provider_message_id for r in accepted if r.provider_message_id)
         plan.provider_message_id = next(ids, None)
         email = replace(email, provider_message_id=plan.provider_message_id)
-        plan.events.append(StatusEvent(email, "email.sent", email_event_data(email)))
+        plan.events.append(StatusEvent(email, EventType.EMAIL_SENT, email_event_data(email)))
         status = EmailStatus.SENT
     target = aggregate_status(status, [*{**known, **outcomes}.values()])
     ordered = sorted(replies, key=lambda r: _EVENT_ORDER[outcomes[r.recipient]])
@@ -69,7 +70,7 @@ def plan_outcomes(
         complains = simulator_kind(reply.recipient) is SimKind.COMPLAINED
         if complains and outcomes[reply.recipient] is Outcome.DELIVERED:
             data = email_event_data(email, to=[reply.recipient])
-            plan.events.append(StatusEvent(email, "email.complained", data))
+            plan.events.append(StatusEvent(email, EventType.EMAIL_COMPLAINED, data))
     return plan
 
 
@@ -89,16 +90,16 @@ def plan_suppressed(email: Email, skipped: list[str], outcomes: Mapping[str, str
     )
     reached = can_move(email.status, goal)
     if goal is EmailStatus.SUPPRESSED and reached:
-        plan.events.append(StatusEvent(email, "email.suppressed", email_event_data(email)))
+        plan.events.append(StatusEvent(email, EventType.EMAIL_SUPPRESSED, email_event_data(email)))
         return plan
     for index, address in enumerate(skipped):
         status = goal if reached and index == len(skipped) - 1 else email.status
         data = email_event_data(email, to=[address])
-        plan.events.append(StatusEvent(email, "email.suppressed", data, status))
+        plan.events.append(StatusEvent(email, EventType.EMAIL_SUPPRESSED, data, status))
     if goal is EmailStatus.SUPPRESSED and can_move(email.status, EmailStatus.FAILED):
         reason = "every recipient left to try is on the suppression list"
         data = email_event_data(email, failed={"reason": reason})
-        plan.events.append(StatusEvent(email, "email.failed", data))
+        plan.events.append(StatusEvent(email, EventType.EMAIL_FAILED, data))
     return plan
 
 
@@ -110,10 +111,10 @@ def _plan_reply(
     status: EmailStatus,
     goal: EmailStatus | None,
 ) -> EmailStatus:
-    event_type, extra = event_for(reply, verdict)
+    event_type, extra = reply_event(reply, verdict)
     if event_type is None:
         if goal is not None and goal is not status:
-            plan.events.append(StatusEvent(email, f"email.{goal.value}", email_event_data(email)))
+            plan.events.append(StatusEvent(email, event_for(goal), email_event_data(email)))
             return goal
         return status
     data = email_event_data(email, to=[reply.recipient], **extra)
@@ -122,19 +123,19 @@ def _plan_reply(
     return new_status
 
 
-def event_for(reply: RecipientReply, verdict: Verdict) -> tuple[str | None, dict[str, Any]]:
+def reply_event(reply: RecipientReply, verdict: Verdict) -> tuple[EventType | None, dict[str, Any]]:
     diagnostic = f"{reply.code} {reply.text}"
     if verdict.outcome is Outcome.DELIVERED:
-        return "email.delivered", {}
+        return EventType.EMAIL_DELIVERED, {}
     if verdict.outcome is Outcome.DEFERRED:
-        return "email.delivery_delayed", {"delay": {"diagnostic": diagnostic}}
+        return EventType.EMAIL_DELIVERY_DELAYED, {"delay": {"diagnostic": diagnostic}}
     if verdict.outcome is Outcome.BOUNCED:
         bounce = {
             "type": verdict.bounce_type,
             "subtype": verdict.bounce_subtype,
             "diagnostic": diagnostic,
         }
-        return "email.bounced", {"bounce": bounce}
+        return EventType.EMAIL_BOUNCED, {"bounce": bounce}
     return None, {}
 
 

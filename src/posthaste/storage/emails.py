@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Table, exists, func, select, tuple_, update
 
 from posthaste.core.cursors import Position
+from posthaste.core.events import EventType
 from posthaste.core.ids import new_id
 from posthaste.core.models import (
     Attachment,
@@ -312,41 +313,10 @@ async def read_blob(tx: Tx, team_id: str, blob_id: str) -> bytes | None:
     return bytes(row.data) if row else None
 
 
-async def store_raw(tx: Tx, email: Email, raw: bytes, now: int) -> None:
-    blob_id = new_id()
-    await tx.conn.execute(
-        blobs.insert().values(id=blob_id, team_id=email.team_id, data=raw, created_at=now)
-    )
-    await tx.conn.execute(update(emails).where(emails.c.id == email.id).values(raw_blob_id=blob_id))
-
-
-async def set_delivery_fields(tx: Tx, email_id: str, **values: Any) -> None:
-    """Worker bookkeeping: provider ids, sent_at, attempts (never ``status``)."""
-    assert "status" not in values
-    await tx.conn.execute(update(emails).where(emails.c.id == email_id).values(**values))
-
-
-async def set_recipient_outcome(
-    tx: Tx, email_id: str, addresses: Sequence[str], outcome: str
-) -> None:
-    await tx.conn.execute(
-        update(email_recipients)
-        .where(email_recipients.c.email_id == email_id, email_recipients.c.address.in_(addresses))
-        .values(outcome=outcome)
-    )
-
-
-async def recipient_outcomes(tx: Tx, email_id: str) -> dict[str, str]:
-    query = select(email_recipients.c.address, email_recipients.c.outcome).where(
-        email_recipients.c.email_id == email_id
-    )
-    return {r.address: r.outcome for r in await tx.conn.execute(query)}
-
-
 async def record_event(
     tx: Tx,
     email: Email,
-    event_type: str,
+    event_type: EventType,
     data: dict[str, Any],
     now: int,
     *,
@@ -379,7 +349,7 @@ class StatusEvent:
     """One event to record on an email; ``status`` as in ``record_event``."""
 
     email: Email
-    event_type: str
+    event_type: EventType
     data: dict[str, Any]
     status: EmailStatus | None = None
 
@@ -431,7 +401,7 @@ async def record_events(
         results.append((new_status, event))
         values: dict[str, Any] = final.setdefault(email.id, {})
         values.update(status=new_status.value, last_event=item.event_type)
-        if item.event_type == "email.sent":
+        if item.event_type == EventType.EMAIL_SENT:
             values["sent_at"] = now
     for email_id, bookkeeping in (progress or {}).items():
         final.setdefault(email_id, {}).update(_progress_columns(bookkeeping))

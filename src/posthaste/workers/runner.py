@@ -55,9 +55,6 @@ class Worker:
         self.processed = 0
         db.add_listener(jobs_repo.CHANNEL, self._wake.set)
 
-    def wake(self) -> None:
-        self._wake.set()
-
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
