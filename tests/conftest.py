@@ -30,7 +30,7 @@ from posthaste.storage.dialects import PostgresDialect, SqliteDialect
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.storage.tables import metadata
 from tests.dns_server import ZoneServer, running_zone
-from tests.openapi_check import checking_responses
+from tests.openapi_check import checked_client
 
 # Speed is measured in bench/, never in tests: no per-example deadline, so a loaded CI machine
 # cannot fail a property test for being slow.
@@ -144,14 +144,9 @@ async def tenant(services: Services) -> Tenant:
 
 @pytest.fixture
 async def client(services: Services) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(services)
-    transport = httpx.ASGITransport(app=app)
     # Every answer is checked against /openapi.json (status and body): the document never
     # drifts from what the API returns.
-    hooks = {"response": [checking_responses(app)]}
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://posthaste.test", event_hooks=hooks
-    ) as http:
+    async with checked_client(create_app(services)) as http:
         yield http
 
 

@@ -19,7 +19,7 @@ from posthaste.core.ids import format_ms, now_ms
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dns_server import ZoneServer
-from tests.openapi_check import checking_responses
+from tests.openapi_check import checked_client
 from tests.senders import AnySender
 from tests.smtp_sink import Sink, running_sink
 from tests.webhook_receiver import eventually
@@ -84,13 +84,8 @@ async def mail(
     )
     await _empty_tables(services)
     await services.db.start_listening()
-    app = create_app(services)
-    hooks = {"response": [checking_responses(app)]}
-    transport = httpx.ASGITransport(app=app)
     try:
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://posthaste.test", event_hooks=hooks
-        ) as http:
+        async with checked_client(create_app(services)) as http:
             yield Mail(services, http, await make_tenant(services))
     finally:
         await services.close()

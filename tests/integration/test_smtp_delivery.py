@@ -39,7 +39,7 @@ from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
-from tests.openapi_check import checking_responses
+from tests.openapi_check import checked_client
 from tests.senders import AnySender
 from tests.smtp_sink import Sink, make_certificate, running_sink, server_context, trusting
 
@@ -113,13 +113,8 @@ async def mailer(
     )
     await _empty_tables(services)
     await services.db.start_listening()
-    app = create_app(services)
-    hooks = {"response": [checking_responses(app)]}
-    transport = httpx.ASGITransport(app=app)
     try:
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://posthaste.test", event_hooks=hooks
-        ) as http:
+        async with checked_client(create_app(services)) as http:
             yield Mailer(services, http, await make_tenant(services))
     finally:
         await services.close()

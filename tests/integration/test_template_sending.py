@@ -15,6 +15,7 @@ from posthaste.config import Settings
 from tests.conftest import Tenant, make_tenant
 from tests.integration.test_api_emails import assert_error
 from tests.integration.test_api_templates import WELCOME, create
+from tests.openapi_check import checked_client
 from tests.senders import AnySender
 
 SENDER = {"from": "Acme <hello@acme.test>", "to": "user@example.com"}
@@ -183,9 +184,8 @@ async def test_live_send_with_a_never_published_template_is_refused(
 @pytest.fixture
 async def live_client(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
     built = build_services(settings, senders=AnySender("us-east-1"))
-    transport = httpx.ASGITransport(app=create_app(built))
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:
+        async with checked_client(create_app(built)) as http:
             yield http, built
     finally:
         await built.close()

@@ -18,7 +18,7 @@ from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
-from tests.openapi_check import checking_responses
+from tests.openapi_check import checked_client
 from tests.webhook_receiver import eventually, running_receiver
 
 PUBLIC = "https://hooks.example.com/posthaste"
@@ -42,13 +42,8 @@ def settings(settings: Settings, zone: ZoneServer) -> Settings:
 async def api(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
     """The API of a second set of services, on other settings, with a tenant of its own."""
     services = build_services(settings)
-    app = create_app(services)
-    transport = httpx.ASGITransport(app=app)
-    hooks = {"response": [checking_responses(app)]}
     try:
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://posthaste.test", event_hooks=hooks
-        ) as client:
+        async with checked_client(create_app(services)) as client:
             yield client, await make_tenant(services)
     finally:
         await services.close()
