@@ -32,6 +32,7 @@ from posthaste.config import Settings
 from posthaste.core.api_keys import NewApiKey
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
+from posthaste.core.webhook_requests import parse_new_webhook
 from posthaste.core.webhooks import envelope_bytes
 from posthaste.storage.events import insert_events
 from posthaste.storage.tables import webhook_deliveries
@@ -202,7 +203,7 @@ async def measure(
         quiet = await _record(services, team.id, args.events)  # no endpoint yet: the base cost
         for n in range(args.endpoints):
             body = {"endpoint": f"{receiver_url}/{n}", "events": ["email.delivered"]}
-            await services.webhooks.create(principal, body)
+            await services.webhooks.create(principal, parse_new_webhook(body))
         fanned = await _record(services, team.id, args.events)
         total = args.events * args.endpoints
         async with _dispatchers(settings, args) as dispatcher_pids:

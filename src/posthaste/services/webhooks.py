@@ -6,15 +6,14 @@ Delivery itself is the dispatcher's (``workers/webhooks.py``): nothing is posted
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from posthaste.adapters.webhook_http import HostLookup
 from posthaste.core.crypto import SecretBox
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Principal
-from posthaste.core.netpolicy import endpoint_refusal, parse_endpoint, resolved_refusal
+from posthaste.core.netpolicy import Endpoint, endpoint_refusal, resolved_refusal
+from posthaste.core.webhook_requests import NewWebhook, WebhookChanges
 from posthaste.core.webhooks import (
-    EVENT_TYPES,
     OLD_SECRET_GRACE_MS,
     Webhook,
     WebhookAttempt,
@@ -26,8 +25,6 @@ from posthaste.storage import webhook_deliveries as deliveries
 from posthaste.storage import webhook_endpoints as repo
 from posthaste.storage.database import Database
 
-_KNOWN_TYPES = frozenset(EVENT_TYPES)
-
 
 class WebhookService:
     def __init__(
@@ -38,13 +35,13 @@ class WebhookService:
         self.lookup = lookup
         self.allow_private = allow_private
 
-    async def create(self, principal: Principal, fields: dict[str, Any]) -> tuple[Webhook, str]:
+    async def create(self, principal: Principal, new: NewWebhook) -> tuple[Webhook, str]:
         """A new endpoint and its secret (the only time the secret is shown)."""
-        endpoint = await self._endpoint(fields.get("endpoint"))
-        event_types = parse_event_types(fields.get("events"), "events")
-        enabled = _enabled(fields.get("enabled", True))
+        await self._check_reachable(new.endpoint)
         now = now_ms()
-        hook = Webhook(new_id(), principal.team_id, endpoint, event_types, enabled, now, now)
+        hook = Webhook(
+            new_id(), principal.team_id, new.endpoint.url, list(new.events), new.enabled, now, now
+        )
         secret = new_secret()
         async with self.db.transaction() as tx:
             await repo.insert_webhook(tx, hook, self.box.encrypt(secret.encode()))
@@ -62,24 +59,17 @@ class WebhookService:
         return hook
 
     async def update(
-        self, principal: Principal, webhook_id: str, fields: dict[str, Any]
+        self, principal: Principal, webhook_id: str, changes: WebhookChanges
     ) -> Webhook:
         """Change ``endpoint``, ``events`` and ``enabled``; re-enabling resumes paused retries."""
-        values: dict[str, Any] = {}
-        if "endpoint" in fields:
-            values["endpoint"] = await self._endpoint(fields["endpoint"])
-        if "events" in fields:
-            values["events"] = parse_event_types(fields["events"], "events")
-        if "enabled" in fields:
-            values["enabled"] = _enabled(fields["enabled"])
+        if changes.endpoint is not None:
+            await self._check_reachable(changes.endpoint)
         async with self.db.transaction() as tx:
             before = await repo.get_webhook(tx, principal.team_id, webhook_id)
             if before is None:
                 raise _not_found(webhook_id)
-            await repo.update_webhook(
-                tx, principal.team_id, webhook_id, **values, updated_at=now_ms()
-            )
-            if values.get("enabled") and not before.enabled:
+            await repo.update_webhook(tx, principal.team_id, webhook_id, changes, now_ms())
+            if changes.enabled and not before.enabled:
                 await deliveries.resume_paused(tx, webhook_id)
         return await self.get(principal, webhook_id)
 
@@ -96,15 +86,8 @@ class WebhookService:
             target = await repo.get_target(tx, principal.team_id, webhook_id)
             if target is None:
                 raise _not_found(webhook_id)
-            await repo.update_webhook(
-                tx,
-                principal.team_id,
-                webhook_id,
-                secret=self.box.encrypt(secret.encode()),
-                previous_secret=target.secret,
-                previous_secret_until=now + OLD_SECRET_GRACE_MS,
-                updated_at=now,
-            )
+            sealed = self.box.encrypt(secret.encode())
+            await repo.rotate_secret(tx, target, sealed, now + OLD_SECRET_GRACE_MS, now)
         return await self.get(principal, webhook_id), secret
 
     async def deliveries(
@@ -141,25 +124,20 @@ class WebhookService:
         assert replayed is not None
         return replayed
 
-    async def _endpoint(self, value: object) -> str:
-        """A valid endpoint URL that does not lead to a non-public address (unless allowed).
+    async def _check_reachable(self, endpoint: Endpoint) -> None:
+        """Refuse an endpoint that leads to a non-public address (unless allowed).
 
         A name is resolved now (``POSTHASTE_DNS_NAMESERVERS``, else the system resolver): every
         address must be public; ``localhost`` names are refused without asking. Delivery checks
         again before each connection, so a name that changes its answer later is refused then.
         """
-        try:
-            endpoint = parse_endpoint(value)
-        except ValueError as exc:
-            raise ValidationError(str(exc)) from None
         if self.allow_private:
-            return endpoint.url
+            return
         refusal = endpoint_refusal(endpoint)
         if refusal is None and endpoint.address is None:
             refusal = resolved_refusal(endpoint.host, await self._addresses(endpoint.host))
         if refusal is not None:
             raise ValidationError(_private_message(refusal))
-        return endpoint.url
 
     async def _addresses(self, host: str) -> list[str]:
         """A name's addresses now: a name without any is invalid, a lookup failing now a 503."""
@@ -174,25 +152,6 @@ class WebhookService:
                 f"'endpoint' host {host} does not resolve to any address (no A or AAAA record)."
             )
         return addresses
-
-
-def parse_event_types(value: object, name: str) -> list[str]:
-    """A non-empty list of known event types, duplicates removed, order kept."""
-    if not isinstance(value, list) or not value:
-        raise ValidationError(f"'{name}' must be a non-empty array of event types.")
-    unknown = [item for item in value if not isinstance(item, str) or item not in _KNOWN_TYPES]
-    if unknown:
-        raise ValidationError(
-            f"'{name}' has unknown event types: {', '.join(map(str, unknown))}; "
-            f"known types: {', '.join(EVENT_TYPES)}."
-        )
-    return list(dict.fromkeys(value))
-
-
-def _enabled(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValidationError("'enabled' must be true or false.")
-    return value
 
 
 def _private_message(reason: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from posthaste.core.webhook_requests import WebhookChanges
 from posthaste.core.webhooks import Webhook
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import among
@@ -86,7 +87,35 @@ async def list_webhooks(tx: Tx, team_id: str) -> list[Webhook]:
     return [_webhook(row) for row in await tx.conn.execute(query)]
 
 
-async def update_webhook(tx: Tx, team_id: str, webhook_id: str, **values: Any) -> bool:
+async def update_webhook(
+    tx: Tx, team_id: str, webhook_id: str, changes: WebhookChanges, now: int
+) -> bool:
+    """Write the fields ``changes`` gives (and ``updated_at``); False when there is no such row."""
+    values: dict[str, Any] = {}
+    if changes.endpoint is not None:
+        values["endpoint"] = changes.endpoint.url
+    if changes.events is not None:
+        values["events"] = list(changes.events)
+    if changes.enabled is not None:
+        values["enabled"] = changes.enabled
+    return await _update(tx, team_id, webhook_id, {**values, "updated_at": now})
+
+
+async def rotate_secret(
+    tx: Tx, target: Target, sealed_secret: str, previous_until: int, now: int
+) -> bool:
+    """Sign with ``sealed_secret`` from now on; the target's current secret stays valid (as a
+    second signature) until ``previous_until``."""
+    values = {
+        "secret": sealed_secret,
+        "previous_secret": target.secret,
+        "previous_secret_until": previous_until,
+        "updated_at": now,
+    }
+    return await _update(tx, target.team_id, target.id, values)
+
+
+async def _update(tx: Tx, team_id: str, webhook_id: str, values: dict[str, Any]) -> bool:
     query = (
         update(webhooks)
         .where(webhooks.c.team_id == team_id, webhooks.c.id == webhook_id)

@@ -9,7 +9,7 @@ from starlette.responses import Response, StreamingResponse
 
 from posthaste.api.deps import FullPrincipal, ServicesDep
 from posthaste.api.openapi import ERRORS
-from posthaste.services.webhooks import parse_event_types
+from posthaste.core.webhook_requests import parse_event_types
 
 router = APIRouter(tags=["events"])
 

@@ -25,6 +25,7 @@ from posthaste.api.schemas.webhooks import (
 from posthaste.api.streamed import streamed_listing
 from posthaste.bootstrap import Services
 from posthaste.core.models import Principal
+from posthaste.core.webhook_requests import parse_new_webhook, parse_webhook_changes
 from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
 
 router = APIRouter(tags=["webhooks"])
@@ -40,7 +41,8 @@ router = APIRouter(tags=["webhooks"])
 async def create_webhook(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    hook, secret = await services.webhooks.create(principal, json_object(body))
+    new = parse_new_webhook(json_object(body))
+    hook, secret = await services.webhooks.create(principal, new)
     return json_response({**webhook_record(hook), "secret": secret}, 201)
 
 
@@ -71,7 +73,8 @@ async def get_webhook(webhook_id: str, principal: FullPrincipal, services: Servi
 async def update_webhook(
     webhook_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    hook = await services.webhooks.update(principal, webhook_id, json_object(body))
+    changes = parse_webhook_changes(json_object(body))
+    hook = await services.webhooks.update(principal, webhook_id, changes)
     return json_response(webhook_record(hook))
 
 
