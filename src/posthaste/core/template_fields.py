@@ -1,4 +1,5 @@
-"""Validating the fields of a template create or update (``POST`` / ``PATCH /templates``). Pure.
+"""A template create or update (``POST`` / ``PATCH /templates``) parsed once at the edge into
+``NewTemplate`` or ``TemplateChanges``. Pure; whether an alias is taken is the service's to ask.
 
 Decisions (docs/templates.md):
 
@@ -15,12 +16,14 @@ Decisions (docs/templates.md):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Final, TypeVar
 
 from posthaste.core.headers import validate_subject
 from posthaste.core.ids import is_uuid
-from posthaste.core.models import TemplateVariable
+from posthaste.core.models import TemplateVariable, TemplateVersion
 from posthaste.core.templates import is_variable_path
 from posthaste.core.text import json_type, shorten
 from posthaste.errors import ValidationError
@@ -30,31 +33,93 @@ MAX_ALIAS_LENGTH = 64
 MAX_BODY_LENGTH = 5 * 1024 * 1024
 MAX_VARIABLES = 100
 VARIABLE_TYPES = ("string", "number")
-CONTENT_FIELDS = ("subject", "html", "text", "variables")
 _ALIAS = re.compile(r"[a-z0-9_-]{1,64}")
+_Value = TypeVar("_Value")
 
-Changes = dict[str, Any]
+
+class Unchanged(Enum):
+    """A field a ``PATCH`` body leaves out, told apart from one given as null."""
+
+    UNCHANGED = "unchanged"
 
 
-def template_changes(body: Mapping[str, Any], *, creating: bool) -> Changes:
-    """The validated fields present in ``body`` (all of them on create, with defaults)."""
-    if creating and "name" not in body:
+UNCHANGED: Final = Unchanged.UNCHANGED
+
+
+@dataclass(frozen=True)
+class NewTemplate:
+    """``POST /templates``: every field checked, absent ones at their defaults, a body kept."""
+
+    name: str
+    alias: str | None = None
+    subject: str | None = None
+    html: str | None = None
+    text: str | None = None
+    variables: tuple[TemplateVariable, ...] = ()
+
+
+@dataclass(frozen=True)
+class TemplateChanges:
+    """``PATCH /templates/{id}``: ``UNCHANGED`` where a field is absent. Null removes the alias,
+    the subject or a body, and clears the variables."""
+
+    name: str | Unchanged = UNCHANGED
+    alias: str | Unchanged | None = UNCHANGED
+    subject: str | Unchanged | None = UNCHANGED
+    html: str | Unchanged | None = UNCHANGED
+    text: str | Unchanged | None = UNCHANGED
+    variables: tuple[TemplateVariable, ...] | Unchanged = UNCHANGED
+
+    def content_of(self, draft: TemplateVersion) -> TemplateVersion:
+        """``draft`` with the content changes applied (same id); it must keep a body."""
+        edited = replace(
+            draft,
+            subject=_or(self.subject, draft.subject),
+            html=_or(self.html, draft.html),
+            text=_or(self.text, draft.text),
+            variables=list(_or(self.variables, tuple(draft.variables))),
+        )
+        require_body(edited.html, edited.text)
+        return edited
+
+
+def parse_new_template(body: Mapping[str, object]) -> NewTemplate:
+    """``POST /templates``'s body: ``name`` required, then each field as in a change."""
+    if "name" not in body:
         raise ValidationError("'name' is required: 1-200 characters.")
-    checks = {
-        "name": validate_name,
-        "alias": validate_alias,
-        "subject": _subject,
-        "html": lambda value: _body(value, "html"),
-        "text": lambda value: _body(value, "text"),
-        "variables": validate_variables,
-    }
-    changes: Changes = {}
-    for name, check in checks.items():
-        if name in body:
-            changes[name] = check(body[name])
-        elif creating:
-            changes[name] = [] if name == "variables" else None
-    return changes
+    given = parse_template_changes(body)
+    new = NewTemplate(
+        _or(given.name, ""),
+        _or(given.alias, None),
+        _or(given.subject, None),
+        _or(given.html, None),
+        _or(given.text, None),
+        _or(given.variables, ()),
+    )
+    require_body(new.html, new.text)
+    return new
+
+
+def parse_template_changes(body: Mapping[str, object]) -> TemplateChanges:
+    """``PATCH /templates/{id}``'s body: the fields given, checked in the order of the record."""
+    return TemplateChanges(
+        _given(body, "name", validate_name),
+        _given(body, "alias", validate_alias),
+        _given(body, "subject", _subject),
+        _given(body, "html", lambda value: _body(value, "html")),
+        _given(body, "text", lambda value: _body(value, "text")),
+        _given(body, "variables", lambda value: tuple(validate_variables(value))),
+    )
+
+
+def _given(
+    body: Mapping[str, object], name: str, check: Callable[[object], _Value]
+) -> _Value | Unchanged:
+    return check(body[name]) if name in body else UNCHANGED
+
+
+def _or(value: _Value | Unchanged, default: _Value) -> _Value:
+    return default if value is UNCHANGED else value
 
 
 def validate_name(value: object) -> str:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Principal, Template, TemplateVersion
 from posthaste.core.template_fields import (
-    CONTENT_FIELDS,
     MAX_ALIAS_LENGTH,
     MAX_NAME_LENGTH,
-    require_body,
-    template_changes,
+    UNCHANGED,
+    NewTemplate,
+    TemplateChanges,
 )
 from posthaste.core.templates import ParseCache, Values, render_content
 from posthaste.errors import Conflict, NotFound
@@ -42,23 +41,15 @@ class TemplateService:
         self.db = db
         self.parsed = parsed
 
-    async def create(self, principal: Principal, body: dict[str, Any]) -> Template:
-        changes = template_changes(body, creating=True)
-        require_body(changes["html"], changes["text"])
+    async def create(self, principal: Principal, new: NewTemplate) -> Template:
         now = now_ms()
         template_id = new_id()
         draft = TemplateVersion(
-            new_id(),
-            template_id,
-            changes["subject"],
-            changes["html"],
-            changes["text"],
-            changes["variables"],
+            new_id(), template_id, new.subject, new.html, new.text, list(new.variables)
         )
         template = Template(
-            template_id, principal.team_id, changes["name"], changes["alias"], draft,
-            None, None, now, now,
-        )  # fmt: skip
+            template_id, principal.team_id, new.name, new.alias, draft, None, None, now, now
+        )
         async with self.db.transaction() as tx:
             if not await templates_repo.insert_template(tx, template, now):
                 raise _alias_taken(template.alias)
@@ -74,21 +65,15 @@ class TemplateService:
             async for template in templates_repo.stream_templates(tx, principal.team_id):
                 yield template
 
-    async def update(self, principal: Principal, ref: str, body: dict[str, Any]) -> Template:
-        changes = template_changes(body, creating=False)
+    async def update(self, principal: Principal, ref: str, changes: TemplateChanges) -> Template:
         async with self.db.transaction() as tx:
             current = await _existing(tx, principal, ref, for_update=True)
             now = now_ms()
-            values: dict[str, Any] = {"updated_at": now}
-            for name in ("name", "alias"):
-                if name in changes:
-                    values[name] = changes[name]
             draft = _edited(current.draft, changes)
             if draft != current.draft:
                 await self._replace_draft(tx, current, draft, now)
-                values["draft_version_id"] = draft.id
-            if not await templates_repo.update_template(tx, principal.team_id, current.id, values):
-                raise _alias_taken(changes.get("alias"))
+            if not await templates_repo.update_template(tx, current, changes, draft, now):
+                raise _alias_taken(None if changes.alias is UNCHANGED else changes.alias)
             return await _existing(tx, principal, current.id)
 
     async def _replace_draft(
@@ -104,11 +89,7 @@ class TemplateService:
             current = await _existing(tx, principal, ref, for_update=True)
             if current.published_version_id == current.draft.id:
                 return current
-            now = now_ms()
-            values = {"published_version_id": current.draft.id, "published_at": now}
-            await templates_repo.update_template(
-                tx, principal.team_id, current.id, {**values, "updated_at": now}
-            )
+            await templates_repo.publish_draft(tx, current, now_ms())
             if current.published_version_id is not None:
                 await templates_repo.delete_version(tx, current.published_version_id)
             return await _existing(tx, principal, current.id)
@@ -153,11 +134,9 @@ async def _existing(
     return found
 
 
-def _edited(draft: TemplateVersion, changes: dict[str, Any]) -> TemplateVersion:
+def _edited(draft: TemplateVersion, changes: TemplateChanges) -> TemplateVersion:
     """The draft with the content changes applied; a new version id only if something changed."""
-    content = {name: changes[name] for name in CONTENT_FIELDS if name in changes}
-    edited = replace(draft, **content)
-    require_body(edited.html, edited.text)
+    edited = changes.content_of(draft)
     return draft if edited == draft else replace(edited, id=new_id())
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.ids import is_uuid
 from posthaste.core.models import Template, TemplateVariable, TemplateVersion
+from posthaste.core.template_fields import UNCHANGED, TemplateChanges
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import template_versions, templates
@@ -175,11 +176,31 @@ async def aliases_starting(tx: Tx, team_id: str, prefix: str) -> set[str]:
     return {row.alias for row in await tx.conn.execute(query)}
 
 
-async def update_template(tx: Tx, team_id: str, template_id: str, values: dict[str, Any]) -> bool:
-    """Change the template row; False when a new alias is already taken in the team."""
+async def update_template(
+    tx: Tx, current: Template, changes: TemplateChanges, draft: TemplateVersion, now: int
+) -> bool:
+    """Write the name and alias ``changes`` gives and point at ``draft`` if it is a new version;
+    False when a new alias is already taken in the team."""
+    values: dict[str, Any] = {"updated_at": now}
+    if changes.name is not UNCHANGED:
+        values["name"] = changes.name
+    if changes.alias is not UNCHANGED:
+        values["alias"] = changes.alias
+    if draft.id != current.draft.id:
+        values["draft_version_id"] = draft.id
+    return await _update(tx, current, values)
+
+
+async def publish_draft(tx: Tx, current: Template, now: int) -> None:
+    """Make the template's draft its published version, as of ``now``."""
+    values = {"published_version_id": current.draft.id, "published_at": now, "updated_at": now}
+    await _update(tx, current, values)
+
+
+async def _update(tx: Tx, template: Template, values: dict[str, Any]) -> bool:
     query = (
         update(templates)
-        .where(templates.c.team_id == team_id, templates.c.id == template_id)
+        .where(templates.c.team_id == template.team_id, templates.c.id == template.id)
         .values(**values)
     )
     try:

@@ -25,6 +25,7 @@ from posthaste.api.schemas.templates import (
 from posthaste.api.streamed import streamed_listing
 from posthaste.core.models import Principal
 from posthaste.core.serialize import template_record
+from posthaste.core.template_fields import parse_new_template, parse_template_changes
 from posthaste.services.templates import TemplateService
 
 router = APIRouter(tags=["templates"])
@@ -41,7 +42,8 @@ ONE = {200: {"model": TemplateRecord}, **ERRORS}
 async def create_template(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    template = await services.templates.create(principal, json_object(body))
+    new = parse_new_template(json_object(body))
+    template = await services.templates.create(principal, new)
     return json_response(template_record(template), 201)
 
 
@@ -77,7 +79,8 @@ async def get_template(
 async def update_template(
     template_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    template = await services.templates.update(principal, template_id, json_object(body))
+    changes = parse_template_changes(json_object(body))
+    template = await services.templates.update(principal, template_id, changes)
     return json_response(template_record(template))
 
 
