@@ -13,15 +13,12 @@ from posthaste.core.domains import (
     HOUR_MS,
     DnsRecord,
     Domain,
-    DomainSettings,
     Lookups,
     RecordStatus,
     apply_check,
     new_selector,
     next_check_in,
     parse_domain_name,
-    parse_region,
-    parse_settings,
     records_for,
     split_txt,
     with_receiving,
@@ -85,22 +82,6 @@ NAMES = st.from_regex(r"[a-z][a-z0-9]{0,20}(\.[a-z][a-z0-9]{0,20}){1,3}", fullma
 def test_parsing_is_idempotent(name: str) -> None:
     once = parse_domain_name(name)
     assert parse_domain_name(once) == once == name
-
-
-def test_regions_default_to_the_first_and_unknown_ones_are_refused() -> None:
-    regions = ("us-east-1", "eu-west-1")
-    assert parse_region(None, regions) == "us-east-1"
-    assert parse_region("eu-west-1", regions) == "eu-west-1"
-    with pytest.raises(ValidationError, match="us-east-1, eu-west-1"):
-        parse_region("mars-1", regions)
-
-
-def test_settings_are_checked() -> None:
-    assert parse_settings({"tls": "enforced"}, DomainSettings()).tls == "enforced"
-    with pytest.raises(ValidationError, match="tls"):
-        parse_settings({"tls": "sometimes"}, DomainSettings())
-    with pytest.raises(ValidationError, match="open_tracking"):
-        parse_settings({"open_tracking": "yes"}, DomainSettings())
 
 
 def test_selectors_are_ph_and_random() -> None:

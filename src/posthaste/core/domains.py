@@ -352,36 +352,5 @@ def next_check_in(result: CheckResult, now: int) -> int | None:
     return max(60_000, min(delay, result.checking_since + GRACE_MS - now))
 
 
-def parse_region(value: object, regions: Sequence[str]) -> str:
-    """The requested region, or the default (the first listed) when none is given."""
-    if value is None:
-        return regions[0]
-    if not isinstance(value, str) or value not in regions:
-        raise ValidationError(
-            f"'region' must be one of: {', '.join(regions)} (see GET /domains/regions)."
-        )
-    return value
-
-
-def parse_settings(fields: dict[str, Any], current: DomainSettings) -> DomainSettings:
-    """Apply the settings given in a create or PATCH body to ``current``."""
-    values = {
-        "open_tracking": _flag(fields, "open_tracking", current.open_tracking),
-        "click_tracking": _flag(fields, "click_tracking", current.click_tracking),
-        "receiving": _flag(fields, "receiving", current.receiving),
-        "tls": fields.get("tls", current.tls),
-    }
-    if values["tls"] not in TLS_MODES:
-        raise ValidationError(f"'tls' must be one of: {', '.join(TLS_MODES)}.")
-    return DomainSettings(**values)
-
-
-def _flag(fields: dict[str, Any], name: str, default: bool) -> bool:
-    value = fields.get(name, default)
-    if not isinstance(value, bool):
-        raise ValidationError(f"'{name}' must be true or false, got {json_type(value)}.")
-    return value
-
-
 def settings_of(domain: Domain) -> DomainSettings:
     return DomainSettings(domain.open_tracking, domain.click_tracking, domain.tls, domain.receiving)

@@ -20,7 +20,8 @@ from posthaste.config import Settings
 from posthaste.core import domains as rules
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import DkimKey
-from posthaste.core.domains import DnsRecord, Domain, DomainSettings, RecordStatus
+from posthaste.core.domain_requests import DomainChanges, NewDomain
+from posthaste.core.domains import DnsRecord, Domain, RecordStatus
 from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.jobs import JobKind
@@ -75,40 +76,36 @@ class DomainService:
         default = self.settings.default_region
         return [{"name": name, "default": name == default} for name in self.settings.regions]
 
-    async def create(self, principal: Principal, fields: dict[str, Any]) -> Domain:
-        """Validate, make the DKIM key with the region's provider, store, record the event."""
-        name = rules.parse_domain_name(fields.get("name"))
-        region = rules.parse_region(fields.get("region"), self.settings.regions)
-        options = rules.parse_settings(fields, DomainSettings())
+    async def create(self, principal: Principal, new: NewDomain) -> Domain:
+        """Make the DKIM key with the region's provider, store, record the event."""
         async with self.db.read() as tx:
-            if await repo.find_by_name(tx, principal.team_id, name) is not None:
-                raise Conflict(f"This team already has the domain {name!r}; see GET /domains.")
-        domain, encrypted = await self._provision(principal.team_id, name, region, options)
+            if await repo.find_by_name(tx, principal.team_id, new.name) is not None:
+                raise Conflict(f"This team already has the domain {new.name!r}; see GET /domains.")
+        domain, encrypted = await self._provision(principal.team_id, new)
         async with self.db.transaction() as tx:
             await repo.insert_domain(tx, domain, encrypted)
             tx.notify(DOMAINS_CHANNEL)
             await _record(tx, domain, EventType.DOMAIN_CREATED, self.clock())
         return domain
 
-    async def _provision(
-        self, team_id: str, name: str, region: str, options: DomainSettings
-    ) -> tuple[Domain, str | None]:
-        provider = self.providers.for_region(region)
+    async def _provision(self, team_id: str, new: NewDomain) -> tuple[Domain, str | None]:
+        options = new.settings
+        provider = self.providers.for_region(new.region)
         selector = rules.new_selector()
-        key = await provider.create_key(name, selector)
+        key = await provider.create_key(new.name, selector)
         records = rules.records_for(
-            name,
+            new.name,
             selector,
             key.public_key_b64,
-            mx_host=self.settings.mx_host_for(region),
-            spf_include=self.settings.spf_include_for(region),
+            mx_host=self.settings.mx_host_for(new.region),
+            spf_include=self.settings.spf_include_for(new.region),
             receiving=options.receiving,
         )
         domain = Domain(
             id=new_id(),
             team_id=team_id,
-            name=name,
-            region=region,
+            name=new.name,
+            region=new.region,
             status=RecordStatus.NOT_STARTED,
             records=records,
             dkim_selector=selector,
@@ -132,15 +129,11 @@ class DomainService:
         async with self.db.read() as tx:
             return await _get(tx, principal.team_id, domain_id)
 
-    async def update(self, principal: Principal, domain_id: str, fields: dict[str, Any]) -> Domain:
+    async def update(self, principal: Principal, domain_id: str, changes: DomainChanges) -> Domain:
         """Change tracking, TLS and receiving; turning receiving on adds its MX record."""
-        if not fields.keys() & {"open_tracking", "click_tracking", "tls", "receiving"}:
-            raise ValidationError(
-                "Give at least one of open_tracking, click_tracking, tls, receiving to change."
-            )
         async with self.db.transaction() as tx:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
-            options = rules.parse_settings(fields, rules.settings_of(domain))
+            options = changes.applied_to(rules.settings_of(domain))
             mx_host = self.settings.mx_host_for(domain.region)
             changed = replace(
                 domain,

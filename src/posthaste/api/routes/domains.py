@@ -21,6 +21,7 @@ from posthaste.api.schemas.domains import (
     UpdateDomainRequest,
 )
 from posthaste.api.streamed import streamed_listing
+from posthaste.core.domain_requests import parse_domain_changes, parse_new_domain
 from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
 from posthaste.services.domains import DomainService
@@ -38,7 +39,8 @@ router = APIRouter(tags=["domains"])
 async def create_domain(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    domain = await services.domains.create(principal, json_object(body))
+    new = parse_new_domain(json_object(body), services.settings.regions)
+    domain = await services.domains.create(principal, new)
     return json_response(domain_record(domain), 201)
 
 
@@ -83,7 +85,8 @@ async def get_domain(domain_id: str, principal: FullPrincipal, services: Service
 async def update_domain(
     domain_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    domain = await services.domains.update(principal, domain_id, json_object(body))
+    changes = parse_domain_changes(json_object(body))
+    domain = await services.domains.update(principal, domain_id, changes)
     return json_response(domain_record(domain))
 
 

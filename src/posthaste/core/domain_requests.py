@@ -1,0 +1,102 @@
+"""Sending domains as callers ask for them, parsed once at the edge (pure, no I/O).
+
+Whether the team already has the name is the service's to ask; the regions a domain may use
+are configuration, handed in by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from posthaste.core.domains import TLS_MODES, DomainSettings, parse_domain_name
+from posthaste.core.text import json_type
+from posthaste.errors import ValidationError
+
+SETTING_FIELDS = frozenset({"open_tracking", "click_tracking", "tls", "receiving"})
+
+
+@dataclass(frozen=True)
+class NewDomain:
+    """``POST /domains``: the normalised name, its region and its settings."""
+
+    name: str
+    region: str
+    settings: DomainSettings
+
+
+@dataclass(frozen=True)
+class DomainChanges:
+    """``PATCH /domains/{id}``: None leaves a setting as it is (null is refused for each)."""
+
+    open_tracking: bool | None = None
+    click_tracking: bool | None = None
+    tls: str | None = None
+    receiving: bool | None = None
+
+    def applied_to(self, current: DomainSettings) -> DomainSettings:
+        """``current`` with the settings given here."""
+        return DomainSettings(
+            current.open_tracking if self.open_tracking is None else self.open_tracking,
+            current.click_tracking if self.click_tracking is None else self.click_tracking,
+            current.tls if self.tls is None else self.tls,
+            current.receiving if self.receiving is None else self.receiving,
+        )
+
+
+def parse_new_domain(fields: Mapping[str, object], regions: Sequence[str]) -> NewDomain:
+    """``POST /domains``'s body, checked in the order ``name``, ``region``, settings."""
+    name = parse_domain_name(fields.get("name"))
+    region = parse_region(fields.get("region"), regions)
+    return NewDomain(name, region, parse_settings(fields, DomainSettings()))
+
+
+def parse_domain_changes(fields: Mapping[str, object]) -> DomainChanges:
+    """``PATCH /domains/{id}``'s body: at least one setting, each checked as on create."""
+    if not fields.keys() & SETTING_FIELDS:
+        raise ValidationError(
+            "Give at least one of open_tracking, click_tracking, tls, receiving to change."
+        )
+    return _given_settings(fields)
+
+
+def parse_region(value: object, regions: Sequence[str]) -> str:
+    """The requested region, or the default (the first listed) when none is given."""
+    if value is None:
+        return regions[0]
+    if not isinstance(value, str) or value not in regions:
+        raise ValidationError(
+            f"'region' must be one of: {', '.join(regions)} (see GET /domains/regions)."
+        )
+    return value
+
+
+def parse_settings(fields: Mapping[str, object], current: DomainSettings) -> DomainSettings:
+    """Apply the settings given in a create or PATCH body to ``current``."""
+    return _given_settings(fields).applied_to(current)
+
+
+def _given_settings(fields: Mapping[str, object]) -> DomainChanges:
+    """The settings present in ``fields``, checked in the order the API always has."""
+    open_tracking = _flag(fields, "open_tracking")
+    click_tracking = _flag(fields, "click_tracking")
+    receiving = _flag(fields, "receiving")
+    return DomainChanges(open_tracking, click_tracking, _tls(fields), receiving)
+
+
+def _flag(fields: Mapping[str, object], name: str) -> bool | None:
+    if name not in fields:
+        return None
+    value = fields[name]
+    if not isinstance(value, bool):
+        raise ValidationError(f"'{name}' must be true or false, got {json_type(value)}.")
+    return value
+
+
+def _tls(fields: Mapping[str, object]) -> str | None:
+    if "tls" not in fields:
+        return None
+    value = fields["tls"]
+    if not isinstance(value, str) or value not in TLS_MODES:
+        raise ValidationError(f"'tls' must be one of: {', '.join(TLS_MODES)}.")
+    return value

@@ -1,0 +1,93 @@
+"""POST and PATCH /domains bodies parsed at the edge, with the API's own messages."""
+
+from typing import Any
+
+import pytest
+
+from posthaste.core.domain_requests import (
+    DomainChanges,
+    NewDomain,
+    parse_domain_changes,
+    parse_new_domain,
+    parse_region,
+    parse_settings,
+)
+from posthaste.core.domains import DomainSettings
+from posthaste.errors import ValidationError
+
+REGIONS = ("us-east-1", "eu-west-1")
+NOTHING = "Give at least one of open_tracking, click_tracking, tls, receiving to change."
+BAD_TLS = "'tls' must be one of: opportunistic, enforced."
+BAD_REGION = "'region' must be one of: us-east-1, eu-west-1 (see GET /domains/regions)."
+
+
+def test_regions_default_to_the_first_and_unknown_ones_are_refused() -> None:
+    assert parse_region(None, REGIONS) == "us-east-1"
+    assert parse_region("eu-west-1", REGIONS) == "eu-west-1"
+    with pytest.raises(ValidationError, match="us-east-1, eu-west-1"):
+        parse_region("mars-1", REGIONS)
+
+
+def test_settings_are_checked() -> None:
+    assert parse_settings({"tls": "enforced"}, DomainSettings()).tls == "enforced"
+    with pytest.raises(ValidationError, match="tls"):
+        parse_settings({"tls": "sometimes"}, DomainSettings())
+    with pytest.raises(ValidationError, match="open_tracking"):
+        parse_settings({"open_tracking": "yes"}, DomainSettings())
+
+
+def test_a_new_domain_is_normalised_with_default_settings() -> None:
+    assert parse_new_domain({"name": "Example.COM."}, REGIONS) == NewDomain(
+        "example.com", "us-east-1", DomainSettings()
+    )
+    fields = {"name": "example.com", "region": "eu-west-1", "tls": "enforced", "receiving": True}
+    parsed = parse_new_domain(fields, REGIONS)
+    assert parsed.region == "eu-west-1"
+    assert parsed.settings == DomainSettings(tls="enforced", receiving=True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": 3, "region": "mars"}, "'name' must be a domain name string, got number."),
+        ({"name": "example.com", "region": "mars", "tls": "x"}, BAD_REGION),
+        ({"name": "example.com", "tls": "x", "open_tracking": 1},
+         "'open_tracking' must be true or false, got number."),
+        ({"name": "example.com", "tls": "x", "receiving": None},
+         "'receiving' must be true or false, got null."),
+        ({"name": "example.com", "tls": None}, BAD_TLS),
+    ],
+)  # fmt: skip
+def test_the_first_problem_of_a_new_domain_is_reported(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse_new_domain(fields, REGIONS)
+    assert refused.value.message == message
+
+
+def test_changes_hold_only_the_settings_given_and_apply_over_the_current_ones() -> None:
+    changes = parse_domain_changes({"tls": "enforced", "name": "ignored.example"})
+    assert changes == DomainChanges(tls="enforced")
+    current = DomainSettings(open_tracking=True, receiving=True)
+    assert changes.applied_to(current) == DomainSettings(True, False, "enforced", True)
+    assert DomainChanges().applied_to(current) == current
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, NOTHING),
+        ({"name": "other.example"}, NOTHING),
+        ({"tls": None}, BAD_TLS),
+        ({"tls": "sometimes", "click_tracking": "y"},
+         "'click_tracking' must be true or false, got string."),
+        ({"tls": "sometimes", "receiving": False}, BAD_TLS),
+    ],
+)  # fmt: skip
+def test_a_change_left_empty_or_given_as_null_is_refused(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse_domain_changes(fields)
+    assert refused.value.message == message
