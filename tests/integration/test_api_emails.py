@@ -312,11 +312,16 @@ async def test_invalid_attachments(client: httpx.AsyncClient, tenant: Tenant) ->
         {"filename": "a\r\nX: y", "content_type": "text/plain", "content": "aGk="},
         {"filename": "a", "content_type": "no slash", "content": "aGk="},
         {"filename": "a", "content_type": "text/plain", "path": "http://169.254.169.254/"},
+        # A line break at the end (a "$" in a pattern would let it through to a header).
+        {"filename": "a", "content_type": "text/plain", "content": "aGk=", "content_id": "a\n"},
+        {"filename": "a", "content_type": "text/plain\n", "content": "aGk="},
     ):
         response = await client.post(
             "/emails", json=body(attachments=[attachment]), headers=tenant.headers()
         )
         assert_error(response, 422, "validation_error")
+    listed = await client.get("/emails", headers=tenant.headers())
+    assert listed.json()["data"] == []
 
 
 async def test_cancel_and_reschedule(client: httpx.AsyncClient, tenant: Tenant) -> None:

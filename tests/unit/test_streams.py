@@ -37,6 +37,7 @@ def test_a_stream_gets_its_id_from_the_body_or_from_its_name() -> None:
         ({"name": "x", "type": ["broadcast"]}, "'type' must be 'transactional' or 'broadcast'."),
         ({"name": "x", "type": "broadcast", "id": "Bad Id"}, BAD_SLUG),
         ({"name": "x", "type": "broadcast", "id": 7}, BAD_SLUG),
+        ({"name": "x", "type": "broadcast", "id": "news\n"}, BAD_SLUG),  # "$" matches before it
         ({"name": "!!!", "type": "broadcast"}, BAD_SLUG),
     ],
 )

@@ -39,7 +39,7 @@ SELECTOR_PREFIX = "ph"
 REQUIRED = frozenset({"DKIM", "SPF"})
 TLS_MODES = ("opportunistic", "enforced")
 _REFUSED_SUFFIXES = ("localhost", "local", "invalid", "onion", "arpa")
-_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")  # fullmatch: "$" would pass a newline
 
 
 class RecordStatus(StrEnum):
@@ -187,7 +187,7 @@ def _check_labels(name: str, shown: str) -> None:
     for label in labels:
         if len(label) > 63:
             raise ValidationError(f"'name' {shown!r} has a label longer than 63 characters.")
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             raise ValidationError(
                 f"'name' {shown!r} is not a valid domain name: labels hold letters, digits "
                 "and inner hyphens."

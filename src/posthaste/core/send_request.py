@@ -23,10 +23,11 @@ MAX_RECIPIENTS = 50
 MAX_ATTACHMENT_BYTES = 18 * 1024 * 1024
 MAX_ATTACHMENTS = 100
 MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 3600 * 1000
+# Whole-string patterns (``fullmatch``: a "$" would let a trailing newline through).
 _MEDIA_TYPE = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
+    r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
 )
-_CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")  # printable ASCII without < >
+CONTENT_ID = re.compile(r"[\x21-\x3b\x3d\x3f-\x7e]{1,250}")  # printable ASCII without < >
 
 
 @dataclass(frozen=True)
@@ -198,11 +199,11 @@ def _attachment(item: object, where: str) -> Attachment:
         raise ValidationError(f"'{where}' must be an object.")
     filename = _attachment_string(item, "filename", where)
     content_type = _attachment_string(item, "content_type", where)
-    if not _MEDIA_TYPE.match(content_type):
+    if not _MEDIA_TYPE.fullmatch(content_type):
         raise ValidationError(f"'{where}.content_type' must be a media type like 'image/png'.")
     content_id = item.get("content_id")
     if content_id is not None and (
-        not isinstance(content_id, str) or not _CONTENT_ID.match(content_id)
+        not isinstance(content_id, str) or not CONTENT_ID.fullmatch(content_id)
     ):
         raise ValidationError(
             f"'{where}.content_id' must be printable ASCII without spaces or angle brackets."

@@ -11,7 +11,7 @@ from posthaste.errors import ValidationError
 
 MAX_NAME_LENGTH = 200
 STREAM_TYPES = ("transactional", "broadcast")
-_SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def parse_new_stream(fields: Mapping[str, object]) -> NewStream:
         raise ValidationError("'type' must be 'transactional' or 'broadcast'.")
     stream_id = fields.get("id")
     slug = stream_id if stream_id is not None else _slugify(name)
-    if not isinstance(slug, str) or not _SLUG.match(slug):
+    if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
         raise ValidationError(
             "'id' must be a slug: lowercase letters, digits, '-' and '_', at most 64 characters."
         )

@@ -40,12 +40,16 @@ from posthaste.core.message_parser import parse_message
 from posthaste.core.mime import make_message_id
 from posthaste.core.mime_tree import read_tree
 from posthaste.core.models import Attachment
-from posthaste.core.send_request import SendRequest, check_attachment_budget, parse_send_request
+from posthaste.core.send_request import (
+    CONTENT_ID,
+    SendRequest,
+    check_attachment_budget,
+    parse_send_request,
+)
 from posthaste.errors import ValidationError
 
 CONTROL_PREFIX = b"x-posthaste-"
 _HEADER_NAME = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
-_CONTENT_ID = re.compile(r"^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$")
 # The structure is read with compat32 (``parse_message``), about 7x faster than the default
 # policy, whose header registry is used only for the headers that need it (addresses, subject,
 # encoded filenames).
@@ -322,7 +326,7 @@ def _content_id(part: Message) -> str | None:
     if value is None:
         return None
     bare = str(value).strip().removeprefix("<").removesuffix(">")
-    return bare if _CONTENT_ID.match(bare) else None
+    return bare if CONTENT_ID.fullmatch(bare) else None
 
 
 def _message_id(message: Message, sender: Address) -> tuple[str, list[bytes]]:
