@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
+from posthaste.storage import tables
+from posthaste.storage.database import Tx
+
 
 def email_body(**overrides: Any) -> dict[str, Any]:
     """A valid send request; ``overrides`` replace or add fields."""
@@ -14,3 +19,13 @@ def email_body(**overrides: Any) -> dict[str, Any]:
         "html": "<p>Hi</p>",
         **overrides,
     }
+
+
+async def events_of(tx: Tx, team_id: str, event_type: str) -> list[dict[str, Any]]:
+    """The ``data`` of the team's recorded events of one type, oldest first."""
+    query = (
+        select(tables.events.c.data)
+        .where(tables.events.c.team_id == team_id, tables.events.c.type == event_type)
+        .order_by(tables.events.c.created_at, tables.events.c.id)
+    )
+    return [row.data for row in await tx.conn.execute(query)]

@@ -14,6 +14,7 @@ from posthaste.core.idempotency import body_fingerprint, idempotency_key
 from posthaste.core.ids import format_ms, now_ms
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body as body
+from tests.helpers import events_of
 
 
 def assert_error(response: httpx.Response, status: int, name: str) -> dict[str, Any]:
@@ -543,12 +544,33 @@ async def test_suppressions_api(
     assert (await client.get("/suppressions/Ü@bücher.DE", headers=h)).json()["id"] == idn["id"]
     found = (await client.get("/suppressions?email=ü@bücher.de", headers=h)).json()["data"]
     assert [x["id"] for x in found] == [idn["id"]]
+
     assert (await client.delete("/suppressions/gone@example.com", headers=h)).json()[
         "deleted"
     ] is True
     assert (
         await client.post("/emails", json=body(to="gone@example.com"), headers=h)
     ).status_code == 200
+
+
+async def test_suppression_changes_are_recorded_as_events(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """``suppression.added`` once per new entry (not for an address already listed),
+    ``suppression.removed`` once, each with the record as its data; a webhook subscribed to
+    ``suppression.added`` has that one queued, and only that one."""
+    h = tenant.headers()
+    hook = {"endpoint": "https://93.184.216.34/hook", "events": ["suppression.added"]}
+    webhook = (await client.post("/webhooks", json=hook, headers=h)).json()
+    item = (await client.post("/suppressions", json={"email": "a@example.com"}, headers=h)).json()
+    again = await client.post("/suppressions", json={"email": "A@example.com"}, headers=h)
+    assert again.json() == item
+    assert (await client.delete("/suppressions/a@example.com", headers=h)).status_code == 200
+    async with services.db.read() as tx:
+        assert await events_of(tx, tenant.team.id, "suppression.added") == [item]
+        assert await events_of(tx, tenant.team.id, "suppression.removed") == [item]
+    queued = (await client.get(f"/webhooks/{webhook['id']}/events", headers=h)).json()["data"]
+    assert [(q["type"], q["payload"]["data"]) for q in queued] == [("suppression.added", item)]
 
 
 async def test_rate_limit_is_shared_and_answers_429(

@@ -39,6 +39,7 @@ from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
+from tests.helpers import events_of
 from tests.openapi_check import checked_client
 from tests.senders import AnySender
 from tests.smtp_sink import Sink, make_certificate, running_sink, server_context, trusting
@@ -259,6 +260,9 @@ async def test_each_recipient_gets_its_own_outcome(settings: Settings, zone: Zon
         assert [(s["email"], s["origin"]) for s in suppressed] == [
             ("unknown@example.com", "bounce")
         ]
+        async with m.services.db.read() as tx:
+            [added] = await events_of(tx, m.tenant.team.id, "suppression.added")
+        assert added == {**suppressed[0], "source_email_id": email_id}
         # The deferred recipient keeps being deferred, then bounces (Transient).
         sink.rules["defer"] = "452 4.2.2 Mailbox full"
         record = await m.deliver_until_settled(email_id)

@@ -52,10 +52,10 @@ from posthaste.services.delivery_plan import (
     plan_suppressed,
     simulate,
 )
+from posthaste.services.suppressions import suppress
 from posthaste.storage import attempts as attempts_repo
 from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.emails import DeliveryProgress, StatusEvent
 
@@ -447,7 +447,7 @@ async def _suppress(
     for reply in replies:
         if verdicts[reply.recipient].suppress:
             item = Suppression(new_id(), email.team_id, reply.recipient, "bounce", email.id, now)
-            await suppressions_repo.add(tx, item)
+            await suppress(tx, item)
 
 
 def _needs_smtputf8(raw: bytes, recipients: Sequence[str]) -> bool:

@@ -6,12 +6,15 @@ from dataclasses import dataclass
 
 from posthaste.core.addresses import Address, parse_address
 from posthaste.core.cursors import Position, encode_cursor
+from posthaste.core.events import EventType
 from posthaste.core.ids import is_uuid, new_id, now_ms
-from posthaste.core.models import Principal, Suppression
+from posthaste.core.models import Event, Principal, Suppression
+from posthaste.core.serialize import suppression_record
 from posthaste.errors import NotFound, ValidationError
 from posthaste.services.emails import decode_page_cursor
+from posthaste.storage import events as events_repo
 from posthaste.storage import suppressions as suppressions_repo
-from posthaste.storage.database import Database
+from posthaste.storage.database import Database, Tx
 
 
 def _lookup_key(email: str) -> str:
@@ -20,6 +23,21 @@ def _lookup_key(email: str) -> str:
         return parse_address(email, "email").lookup_key
     except ValidationError:
         return email.strip().lower()
+
+
+async def suppress(tx: Tx, item: Suppression) -> Suppression:
+    """List an address for its team (the manual add, a bounce, a complaint): a new entry
+    records ``suppression.added`` in the same transaction; an address already listed keeps its
+    entry, and nothing is recorded."""
+    stored = await suppressions_repo.add(tx, item)
+    if stored.id == item.id:
+        await _record(tx, stored, EventType.SUPPRESSION_ADDED, item.created_at)
+    return stored
+
+
+async def _record(tx: Tx, item: Suppression, kind: EventType, now: int) -> None:
+    event = Event(new_id(), item.team_id, kind, None, now, suppression_record(item))
+    await events_repo.insert_events(tx, [event])
 
 
 @dataclass(frozen=True)
@@ -45,7 +63,7 @@ class SuppressionService:
         email = address.lookup_key
         item = Suppression(new_id(), principal.team_id, email, origin, source_email_id, now_ms())
         async with self.db.transaction() as tx:
-            return await suppressions_repo.add(tx, item)
+            return await suppress(tx, item)
 
     async def get(self, principal: Principal, id_or_email: str) -> Suppression:
         async with self.db.read() as tx:
@@ -62,7 +80,8 @@ class SuppressionService:
     async def remove(self, principal: Principal, id_or_email: str) -> Suppression:
         found = await self.get(principal, id_or_email)
         async with self.db.transaction() as tx:
-            await suppressions_repo.remove(tx, principal.team_id, found.id)
+            if await suppressions_repo.remove(tx, principal.team_id, found.id):
+                await _record(tx, found, EventType.SUPPRESSION_REMOVED, now_ms())
         return found
 
     async def page(
