@@ -58,6 +58,32 @@ def test_batch_send(sdk: RunningServer) -> None:
     assert {resend.Emails.get(i)["subject"] for i in ids} == {"one", "two"}
 
 
+def test_attachment_as_byte_values_without_a_content_type(sdk: RunningServer) -> None:
+    pdf = b"%PDF-1.7\n" + bytes(range(256))
+    sent = resend.Emails.send(
+        {
+            "from": "hello@acme.test",
+            "to": ["a@example.com"],
+            "subject": "with a file",
+            "text": "see the file",
+            # As the SDK documents it: list(f.read()), and no content_type.
+            "attachments": [{"filename": "invoice.pdf", "content": list(pdf)}],
+        }
+    )
+    headers = {"Authorization": f"Bearer {sdk.test_key}"}
+    listed = httpx.get(f"{sdk.url}/emails/{sent['id']}/attachments", headers=headers).json()
+    (attachment,) = listed["data"]
+    assert (attachment["filename"], attachment["content_type"], attachment["size"]) == (
+        "invoice.pdf",
+        "application/pdf",
+        len(pdf),
+    )
+    download = httpx.get(
+        f"{sdk.url}/emails/{sent['id']}/attachments/{attachment['id']}", headers=headers
+    )
+    assert download.content == pdf
+
+
 def test_validation_error_raises_the_sdk_exception(sdk: RunningServer) -> None:
     with pytest.raises(resend.exceptions.ValidationError) as caught:
         resend.Emails.send(

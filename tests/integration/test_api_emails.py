@@ -637,3 +637,49 @@ async def test_concurrent_sends_all_land(client: httpx.AsyncClient, tenant: Tena
     )
     assert all(r.status_code == 200 for r in results)
     assert len(await _walk(client, tenant, "", 100)) == 20
+
+
+async def test_attachment_without_content_type_and_with_byte_array_content(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    blob = bytes(range(256)) * 3
+    record = await send(
+        client,
+        tenant,
+        attachments=[
+            {"filename": "report.pdf", "content": list(b"%PDF-1.7")},
+            {"filename": "blob", "content": base64.b64encode(blob).decode()},
+            {"filename": "table.csv", "content_type": None, "content": list(blob)},
+        ],
+    )
+    listed = (
+        await client.get(f"/emails/{record['id']}/attachments", headers=tenant.headers())
+    ).json()["data"]
+    assert [(a["filename"], a["content_type"], a["size"]) for a in listed] == [
+        ("report.pdf", "application/pdf", 8),
+        ("blob", "application/octet-stream", len(blob)),
+        ("table.csv", "text/csv", len(blob)),
+    ]
+    downloads = [
+        await client.get(f"/emails/{record['id']}/attachments/{a['id']}", headers=tenant.headers())
+        for a in listed
+    ]
+    assert [d.content for d in downloads] == [b"%PDF-1.7", blob, blob]
+    assert [d.headers["content-type"].split(";")[0] for d in downloads] == [
+        "application/pdf",
+        "application/octet-stream",
+        "text/csv",
+    ]
+
+
+async def test_invalid_byte_array_attachments(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    for content, where in (([1, 256], "[1]"), ([True], "[0]"), ([0, 1.5], "[1]"), ([-1], "[0]")):
+        response = await client.post(
+            "/emails",
+            json=body(attachments=[{"filename": "a.txt", "content": content}]),
+            headers=tenant.headers(),
+        )
+        assert_error(response, 422, "validation_error")
+        assert f"'attachments[0].content{where}'" in response.json()["message"]
+    listed = await client.get("/emails", headers=tenant.headers())
+    assert listed.json()["data"] == []

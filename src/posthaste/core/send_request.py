@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import mimetypes
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,17 @@ _MEDIA_TYPE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
 )
 CONTENT_ID = re.compile(r"[\x21-\x3b\x3d\x3f-\x7e]{1,250}")  # printable ASCII without < >
+# Python's built-in extension table only: a ``MimeTypes`` instance starts from the table compiled
+# into the standard library and never reads the machine's mime.types files (the module-level
+# ``guess_type`` does), so a filename gives the same type on every machine with this Python.
+_MIME_TABLE = mimetypes.MimeTypes()
+_COMPRESSED = {
+    "gzip": "application/gzip",
+    "bzip2": "application/x-bzip2",
+    "xz": "application/x-xz",
+    "compress": "application/x-compress",
+    "br": "application/x-brotli",
+}
 
 
 @dataclass(frozen=True)
@@ -198,9 +210,12 @@ def _attachment(item: object, where: str) -> Attachment:
     if not isinstance(item, dict):
         raise ValidationError(f"'{where}' must be an object.")
     filename = _attachment_string(item, "filename", where)
-    content_type = _attachment_string(item, "content_type", where)
-    if not _MEDIA_TYPE.fullmatch(content_type):
-        raise ValidationError(f"'{where}.content_type' must be a media type like 'image/png'.")
+    if item.get("content_type") is None:
+        content_type = guess_content_type(filename)
+    else:
+        content_type = _attachment_string(item, "content_type", where)
+        if not _MEDIA_TYPE.fullmatch(content_type):
+            raise ValidationError(f"'{where}.content_type' must be a media type like 'image/png'.")
     content_id = item.get("content_id")
     if content_id is not None and (
         not isinstance(content_id, str) or not CONTENT_ID.fullmatch(content_id)
@@ -208,7 +223,20 @@ def _attachment(item: object, where: str) -> Attachment:
         raise ValidationError(
             f"'{where}.content_id' must be printable ASCII without spaces or angle brackets."
         )
-    return Attachment(filename, content_type.lower(), _decode_base64(item, where), content_id)
+    return Attachment(filename, content_type.lower(), _content(item, where), content_id)
+
+
+def guess_content_type(filename: str) -> str:
+    """Resend's default: the type of the filename's extension, else application/octet-stream.
+
+    Only the standard (strict) types of Python's own table count; a compressed suffix
+    (``.gz``, ``.tgz``) names the compression format, which is what the bytes are.
+    """
+    # "./" keeps a "name:with.colon" from being read as a URL scheme.
+    guessed, encoding = _MIME_TABLE.guess_type("./" + filename.replace("\\", "/"), strict=True)
+    if encoding is not None:
+        return _COMPRESSED.get(encoding, "application/octet-stream")
+    return guessed or "application/octet-stream"
 
 
 def _attachment_string(item: dict[str, Any], name: str, where: str) -> str:
@@ -222,14 +250,20 @@ def _attachment_string(item: dict[str, Any], name: str, where: str) -> str:
     return value
 
 
-def _decode_base64(item: dict[str, Any], where: str) -> bytes:
+def _content(item: dict[str, Any], where: str) -> bytes:
+    """``content``: base64 text, or (as the Resend SDKs send it) an array of byte values."""
     content = item.get("content")
+    if isinstance(content, list):
+        return _byte_array(content, where)
     if not isinstance(content, str):
         if item.get("path") is not None:
             raise ValidationError(
                 f"'{where}.path' is not supported: send the file as base64 in 'content'."
             )
-        raise ValidationError(f"'{where}.content' is required: the file as a base64 string.")
+        raise ValidationError(
+            f"'{where}.content' is required: the file as a base64 string or an array of byte "
+            "values (integers 0-255)."
+        )
     compact = "".join(content.split())
     if len(compact) > (MAX_ATTACHMENT_BYTES * 4) // 3 + 4:
         raise ValidationError(f"'{where}.content' is larger than the 18 MiB attachment budget.")
@@ -237,3 +271,15 @@ def _decode_base64(item: dict[str, Any], where: str) -> bytes:
         return base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
         raise ValidationError(f"'{where}.content' is not valid base64.") from None
+
+
+def _byte_array(content: list[Any], where: str) -> bytes:
+    if len(content) > MAX_ATTACHMENT_BYTES:
+        raise ValidationError(f"'{where}.content' is larger than the 18 MiB attachment budget.")
+    for index, value in enumerate(content):
+        # ``type() is int``: a JSON true/false is a bool, and bool is an int subclass.
+        if type(value) is not int or not 0 <= value <= 255:
+            raise ValidationError(
+                f"'{where}.content[{index}]' must be an integer from 0 to 255 (a byte value)."
+            )
+    return bytes(content)

@@ -9,8 +9,15 @@ from pydantic import BaseModel, Field
 
 class AttachmentIn(BaseModel):
     filename: str
-    content_type: str = Field(examples=["application/pdf"])
-    content: str = Field(description="Base64 of the file; invalid base64 is a validation_error")
+    content_type: str | None = Field(
+        None,
+        examples=["application/pdf"],
+        description="Default: the type of the filename's extension, else application/octet-stream",
+    )
+    content: str | list[int] = Field(
+        description="Base64 of the file, or an array of byte values (integers 0-255); "
+        "anything else is a validation_error"
+    )
     content_id: str | None = Field(None, description="Makes the attachment inline (cid: URL)")
 
 
