@@ -278,3 +278,36 @@ async def test_two_teams_confirming_at_once_leave_exactly_one_claimant(
     assert sorted(claimed) == [False, True]
     sends = [(await send(client, tenant)).status_code for tenant in tenants]
     assert sorted(sends) == [200, 403]
+
+
+async def test_refusals_name_the_domain_id_to_call(
+    client: httpx.AsyncClient, services: Services, zone: ZoneServer
+) -> None:
+    owner, stranger, claimant = [await make_tenant(services) for _ in range(3)]
+    await verified_domain(client, zone, owner)
+    # No entry of its own for the name: how to make one, then claim it.
+    unlisted = await send(client, stranger)
+    assert refused_as(unlisted, "domain_not_owned")
+    message = unlisted.json()["message"]
+    assert "POST /domains and claim it (POST /domains/<its id>/claim)" in message
+    assert "{" not in message
+    # Its own (unverified) entry: the exact claim call.
+    entry = await add_domain(client, claimant)
+    listed = await send(client, claimant)
+    assert refused_as(listed, "domain_not_owned")
+    assert f"(POST /domains/{entry['id']}/claim)" in listed.json()["message"]
+    assert "{" not in listed.json()["message"]
+
+
+async def test_not_verified_names_the_verify_call(
+    client: httpx.AsyncClient, services: Services
+) -> None:
+    unlisted, pending = await make_tenant(services), await make_tenant(services)
+    refused = await send(client, unlisted)
+    assert refused_as(refused, "domain_not_verified")
+    assert "Add it with POST /domains" in refused.json()["message"]
+    domain = await add_domain(client, pending)
+    refused = await send(client, pending)
+    assert refused_as(refused, "domain_not_verified")
+    message = refused.json()["message"]
+    assert f"call POST /domains/{domain['id']}/verify," in message and "{" not in message

@@ -90,10 +90,7 @@ class DomainSenders:
             return domain.region if domain is not None and domain.usable else self.default_region
         owner = await repo.name_owner(tx, name)
         if owner is not None and owner != sender.team_id:
-            raise DomainNotOwned(
-                f"The domain {name!r} is owned by another team. To send from it, add it under "
-                "/domains and claim it (POST /domains/{{id}}/claim) by publishing a DNS record."
-            )
+            raise DomainNotOwned(_owned_elsewhere(name, domain))
         if domain is None or not domain.usable:
             raise DomainNotVerified(_not_verified(name, domain))
         return domain.region
@@ -120,5 +117,18 @@ def _not_verified(name: str, domain: Domain | None) -> str:
         )
     return (
         f"The domain {name!r} is not verified for this team (status {domain.status.value}). "
-        "Publish its records and call POST /domains/{{id}}/verify, or send with a test key."
+        f"Publish its records and call POST /domains/{domain.id}/verify, or send with a test key."
+    )
+
+
+def _owned_elsewhere(name: str, domain: Domain | None) -> str:
+    """Where to claim the name: this team's own domain entry for it, or how to make one."""
+    if domain is None:
+        return (
+            f"The domain {name!r} is owned by another team. To send from it, add it with "
+            "POST /domains and claim it (POST /domains/<its id>/claim) by publishing a DNS record."
+        )
+    return (
+        f"The domain {name!r} is owned by another team. To send from it, claim it "
+        f"(POST /domains/{domain.id}/claim) by publishing a DNS record."
     )
