@@ -300,11 +300,29 @@ async def test_the_submitted_mime_is_delivered_unchanged(
     assert record["status"] == "delivered"
     raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content
     added, _, rest = raw.partition(b"\r\n")
+    # Like REST mail: <email id@from domain>, on the record and in the delivered message.
+    assert record["message_id"] == f"<{email_id}@acme.test>"
     assert added == f"Message-ID: {record['message_id']}".encode()
     date, _, rest = rest.partition(b"\r\n")
     assert date.startswith(b"Date: ")
     without_tags = submitted.replace(b"X-Posthaste-Tags: a=1\r\n", b"")
     assert rest == without_tags
+
+
+async def test_a_submitted_message_id_is_kept(
+    relay: Relay, services: Services, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    msg = message(Message_ID="<order-42.7@shop.acme.test>")
+    submitted = msg.as_bytes(policy=email.policy.SMTP)
+    email_id = await accepted_id(relay, tenant.test, msg)
+    await services.make_worker().run_until_idle()
+    record = await get(client, tenant, f"/emails/{email_id}")
+    assert record["status"] == "delivered"
+    assert record["message_id"] == "<order-42.7@shop.acme.test>"
+    raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content
+    date, _, rest = raw.partition(b"\r\n")
+    assert date.startswith(b"Date: ") and rest == submitted
+    assert raw.count(b"Message-ID:") == 1
 
 
 async def test_the_51st_recipient_is_refused(relay: Relay, tenant: Tenant) -> None:

@@ -488,6 +488,30 @@ async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
         assert raw.content == received.data
 
 
+async def test_a_relay_message_without_a_message_id_is_signed_with_the_emails(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    zone.set(record_name(KEY), "TXT", dns_record(KEY))
+    submitted = (
+        b"From: Acme <hello@acme.test>\r\nTo: someone@example.com\r\nSubject: No id\r\n\r\nBody\r\n"
+    )
+    async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
+        principal = await m.services.api_keys.authenticate(m.tenant.live)
+        submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
+        accepted = await m.services.sending.accept(
+            principal.sender, Origin.RELAY, submission.request
+        )
+        await m.deliver()
+        record = await m.get(f"/emails/{accepted.id}")
+        assert record["status"] == "sent"
+        assert record["message_id"] == f"<{accepted.id}@acme.test>"
+        [received] = sink.messages
+        assert verify_dkim(zone, received.data)
+        parsed = email.message_from_bytes(received.data, policy=email.policy.default)
+        assert parsed.get_all("Message-ID") == [record["message_id"]]
+        assert "message-id" in str(parsed["DKIM-Signature"]).lower()
+
+
 class Domains:
     """``sending_domain`` as the domains service answers it: an object with ``tls``."""
 

@@ -60,7 +60,8 @@ class SendRequest:
     stream_id: str | None
     attachments: list[Attachment] = field(default_factory=list)
     raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
-    message_id: str | None = None  # its Message-ID, ``<id>``; None: the service makes one
+    # Its Message-ID, ``<id>``; None: the email's ``<email id@from domain>`` (added to ``raw``)
+    message_id: str | None = None
 
     def recipients(self) -> list[tuple[str, str]]:
         """Unique (lookup address, kind) pairs over to, cc and bcc, first occurrence wins."""

@@ -35,9 +35,7 @@ from typing import Any
 
 from posthaste.core import mime_params
 from posthaste.core.addresses import Address, parse_address
-from posthaste.core.ids import new_id
 from posthaste.core.message_parser import parse_message
-from posthaste.core.mime import make_message_id
 from posthaste.core.mime_tree import read_tree
 from posthaste.core.models import Attachment
 from posthaste.core.send_request import (
@@ -89,9 +87,8 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     sender = _single_from(message)
     bodies = _Bodies.of(message)
     request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
-    message_id, added = _message_id(message, sender)
-    if message.get("Date") is None:
-        added.append(_date_field(now.replace(microsecond=0)))
+    message_id = _message_id(message)
+    added = [] if message.get("Date") is not None else [_date_field(now.replace(microsecond=0))]
     kept = b"".join(f.lines for f in fields if not _removed(f.name))
     check_attachment_budget(bodies.attachments)
     request = replace(
@@ -329,15 +326,20 @@ def _content_id(part: Message) -> str | None:
     return bare if CONTENT_ID.fullmatch(bare) else None
 
 
-def _message_id(message: Message, sender: Address) -> tuple[str, list[bytes]]:
-    """The message's ``<id>``, and the header line to add when it has none."""
+def _message_id(message: Message) -> str | None:
+    """The message's own ``<id>``; None when it has none: the send path then gives it the
+    email's, ``<email id@from domain>`` (``with_message_id``) as it does REST mail."""
     values = _raw_values(message, "Message-ID")
     if values and values[0].strip():
         if not values[0].isascii():
             raise ValidationError("The Message-ID header must be ASCII.")
-        return _bare_msg_id(values[0]), []
-    message_id = make_message_id(sender.domain, new_id())
-    return message_id, [f"Message-ID: {message_id}\r\n".encode("ascii")]
+        return _bare_msg_id(values[0])
+    return None
+
+
+def with_message_id(raw: bytes, message_id: str) -> bytes:
+    """A kept submission without a ``Message-ID``, with the one its email record got on top."""
+    return f"Message-ID: {message_id}\r\n".encode("ascii") + raw
 
 
 def _bare_msg_id(value: str) -> str:

@@ -29,6 +29,7 @@ from posthaste.core.models import Email, Event, NewEmail, NewJob, Origin, Sender
 from posthaste.core.send_request import SendRequest
 from posthaste.core.serialize import email_event_data, email_record
 from posthaste.core.status import EmailStatus, event_for
+from posthaste.core.submission import with_message_id
 from posthaste.errors import (
     DailyQuotaExceeded,
     PosthasteError,
@@ -312,7 +313,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
                 request.from_.lookup_key,
                 request.recipients(),
                 list(request.attachments),
-                request.raw,
+                _kept_raw(request, email),
             )
         )
         data = email_event_data(email)
@@ -325,6 +326,13 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
         if key is not None and item.email is not None:
             body = orjson.dumps(email_record(item.email)).decode()
             await IdempotencyService.record(tx, item.team_id, key, body)
+
+
+def _kept_raw(request: SendRequest, email: Email) -> bytes | None:
+    """A relay submission's bytes to keep: one without its own Message-ID gets the email's."""
+    if request.raw is None or request.message_id is not None:
+        return request.raw
+    return with_message_id(request.raw, email.message_id)
 
 
 def _pending(items: list[_Item]) -> Iterator[_Item]:
