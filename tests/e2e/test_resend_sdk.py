@@ -120,3 +120,18 @@ def test_server_never_leaks_a_stack_trace(sdk: RunningServer) -> None:
         response = httpx.post(f"{sdk.url}/emails", content=payload, headers=headers)
         assert response.status_code == 422, response.text
         assert "Traceback" not in response.text and response.json()["name"] == "validation_error"
+
+
+def test_webhooks_status_and_signing_secret_rotation(sdk: RunningServer) -> None:
+    created = resend.Webhooks.create(
+        {"endpoint": "https://93.184.216.34/hooks", "events": ["email.sent"]}
+    )  # a public address, never contacted: the test sends no email
+    hook_id = created["id"]
+    updated = resend.Webhooks.update({"webhook_id": hook_id, "status": "disabled"})
+    assert updated["id"] == hook_id
+    got: dict[str, object] = dict(resend.Webhooks.get(hook_id))
+    assert got["status"] == "disabled" and got["enabled"] is False
+    rotated: dict[str, object] = dict(resend.Webhooks.rotate_signing_secret(hook_id))
+    assert rotated["id"] == hook_id and rotated["status"] == "disabled"
+    assert str(rotated["secret"]).startswith("whsec_")
+    assert rotated["secret"] != dict(created)["secret"]

@@ -76,7 +76,7 @@ async def test_create_rejects_bad_fields(
     )
     assert_error(response, 422, "validation_error")
     listed = await client.get("/templates", headers=tenant.headers())
-    assert listed.json() == {"object": "list", "data": []}
+    assert listed.json() == {"object": "list", "data": [], "has_more": False}
 
 
 async def test_alias_is_unique_per_team(

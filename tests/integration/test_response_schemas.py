@@ -31,6 +31,14 @@ def paged(record: dict[str, Any]) -> dict[str, Any]:
     return {"object": "list", "data": [record], "next_cursor": ""}
 
 
+def more(record: dict[str, Any]) -> dict[str, Any]:
+    return {"object": "list", "data": [record], "has_more": False}
+
+
+def paged_more(record: dict[str, Any]) -> dict[str, Any]:
+    return {**paged(record), "has_more": True}
+
+
 def with_secret(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "secret": "whsec_" + "0" * 48}
 
@@ -39,7 +47,7 @@ def with_secret(record: dict[str, Any]) -> dict[str, Any]:
 SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]], Shape, str]] = [
     (serialize.email_record, records.emails, alone, "GET /emails/{email_id} 200"),
     (serialize.email_record, records.emails, alone, "POST /emails 200"),
-    (serialize.email_record, records.emails, paged, "GET /emails 200"),
+    (serialize.email_record, records.emails, paged_more, "GET /emails 200"),
     (serialize.event_record, records.events, listed, "GET /emails/{email_id}/events 200"),
     (
         serialize.attachment_record,
@@ -63,9 +71,9 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     ),
     (serialize.suppression_record, records.suppressions, paged, "GET /suppressions 200"),
     (serialize.template_record, records.templates, alone, "GET /templates/{template_id} 200"),
-    (serialize.template_record, records.templates, listed, "GET /templates 200"),
+    (serialize.template_record, records.templates, more, "GET /templates 200"),
     (serialize.domain_record, records.domains, alone, "GET /domains/{domain_id} 200"),
-    (serialize.domain_record, records.domains, listed, "GET /domains 200"),
+    (serialize.domain_record, records.domains, more, "GET /domains 200"),
     (webhooks.webhook_record, records.webhooks, alone, "GET /webhooks/{webhook_id} 200"),
     (webhooks.webhook_record, records.webhooks, with_secret, "POST /webhooks 201"),
     (webhooks.webhook_record, records.webhooks, listed, "GET /webhooks 200"),

@@ -63,6 +63,49 @@ async def test_patch_changes_endpoint_and_events_and_delete_removes(
     assert again.status_code == 404 and again.json()["name"] == "not_found"
 
 
+async def test_resend_status_beside_enabled(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    created = (await _create(client, tenant, status="disabled")).json()
+    assert created["enabled"] is False and created["status"] == "disabled"
+    hook_id = created["id"]
+    url = f"/webhooks/{hook_id}"
+    for body, enabled in [
+        ({"status": "enabled"}, True),
+        ({"enabled": False, "status": "disabled"}, False),
+        ({"enabled": True}, True),
+    ]:
+        patched = await client.patch(url, json=body, headers=tenant.headers())
+        assert patched.status_code == 200, body
+        assert patched.json()["enabled"] is enabled
+        assert patched.json()["status"] == ("enabled" if enabled else "disabled")
+    refused = await client.patch(
+        url, json={"enabled": False, "status": "enabled"}, headers=tenant.headers()
+    )
+    assert refused.status_code == 422 and "disagree" in refused.json()["message"]
+    bad = await client.patch(url, json={"status": None}, headers=tenant.headers())
+    assert bad.status_code == 422 and "status" in bad.json()["message"]
+    got = (await client.get(url, headers=tenant.headers())).json()
+    assert got["enabled"] is True and got["status"] == "enabled"
+    listed = (await client.get("/webhooks", headers=tenant.headers())).json()["data"]
+    assert [h["status"] for h in listed] == ["enabled"]
+
+
+async def test_signing_secret_rotate_is_secret_rotate(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    created = (await _create(client, tenant)).json()
+    secrets = [created["secret"]]
+    for path in ("secret/rotate", "signing-secret/rotate"):
+        response = await client.post(f"/webhooks/{created['id']}/{path}", headers=tenant.headers())
+        assert response.status_code == 200, path
+        rotated = response.json()
+        assert re.fullmatch(r"whsec_[0-9a-f]{48}", rotated["secret"])
+        assert {k: v for k, v in rotated.items() if k not in ("secret", "updated_at")} == {
+            k: v for k, v in created.items() if k not in ("secret", "updated_at")
+        }
+        secrets.append(rotated["secret"])
+    assert len(set(secrets)) == 3
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
@@ -74,6 +117,9 @@ async def test_patch_changes_endpoint_and_events_and_delete_removes(
         ({"events": "email.sent"}, "non-empty"),
         ({"events": ["email.sent", "email.exploded"]}, "email.exploded"),
         ({"enabled": "yes"}, "enabled"),
+        ({"status": "paused"}, "status"),
+        ({"status": True}, "status"),
+        ({"enabled": True, "status": "disabled"}, "disagree"),
     ],
 )
 async def test_invalid_fields_are_422_and_store_nothing(
@@ -98,6 +144,7 @@ async def test_another_teams_webhook_is_not_found(
         ("PATCH", f"/webhooks/{hook_id}"),
         ("DELETE", f"/webhooks/{hook_id}"),
         ("POST", f"/webhooks/{hook_id}/secret/rotate"),
+        ("POST", f"/webhooks/{hook_id}/signing-secret/rotate"),
         ("GET", f"/webhooks/{hook_id}/events"),
         ("GET", f"/webhooks/{hook_id}/events/{event_id}/attempts"),
         ("POST", f"/webhooks/{hook_id}/events/{event_id}/replay"),
@@ -122,6 +169,7 @@ async def test_openapi_documents_every_webhook_endpoint(client: httpx.AsyncClien
     assert set(paths["/webhooks/{webhook_id}"]) == {"get", "patch", "delete"}
     for path in (
         "/webhooks/{webhook_id}/secret/rotate",
+        "/webhooks/{webhook_id}/signing-secret/rotate",
         "/webhooks/{webhook_id}/events/{event_id}/replay",
     ):
         assert "post" in paths[path]

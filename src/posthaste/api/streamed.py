@@ -11,15 +11,19 @@ from starlette.responses import StreamingResponse
 CHUNK_BYTES = 64 * 1024
 
 
-async def streamed_listing(records: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
+async def streamed_listing(
+    records: AsyncIterator[dict[str, Any]], *, has_more: bool | None = None
+) -> StreamingResponse:
     """Encode records as they arrive. The first record is awaited before answering, so a
-    failure to query (the database down, say) still answers with a proper error status."""
-    chunks = _encode(records)
+    failure to query (the database down, say) still answers with a proper error status.
+    ``has_more`` (Resend's paging field) is written after ``data`` when given."""
+    tail = b"]}" if has_more is None else b'],"has_more":' + orjson.dumps(has_more) + b"}"
+    chunks = _encode(records, tail)
     first = await anext(chunks)
     return StreamingResponse(_prepend(first, chunks), media_type="application/json")
 
 
-async def _encode(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+async def _encode(records: AsyncIterator[dict[str, Any]], tail: bytes) -> AsyncIterator[bytes]:
     buffer = bytearray(b'{"object":"list","data":[')
     separator = b""
     async for record in records:
@@ -28,7 +32,7 @@ async def _encode(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes
         if len(buffer) >= CHUNK_BYTES:
             yield bytes(buffer)
             buffer.clear()
-    buffer += b"]}"
+    buffer += tail
     yield bytes(buffer)
 
 

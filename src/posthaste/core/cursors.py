@@ -13,6 +13,7 @@ import binascii
 from dataclasses import dataclass
 
 from posthaste.core.ids import is_uuid
+from posthaste.errors import ValidationError
 
 _VERSION = "1"
 
@@ -53,3 +54,35 @@ def page_limit(raw: str | None, default: int) -> int:
     except ValueError:
         return default
     return value if 1 <= value <= 100 else default
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """Resend's paging of a list: ``limit`` items after the item ``anchor`` in the list's order
+    (before it when ``backwards``); no anchor is the list's start."""
+
+    limit: int
+    anchor: str | None = None
+    backwards: bool = False
+
+    @property
+    def name(self) -> str:
+        return "before" if self.backwards else "after"
+
+
+def page_request(
+    limit: str | None, after: str | None, before: str | None, default: int = 20
+) -> PageRequest | None:
+    """The page asked for by ``limit``, ``after`` or ``before``; None (the full set) for none.
+
+    ``limit`` follows SPEC (outside 1..100 or not a number: the default); ``after`` and
+    ``before`` together are refused.
+    """
+    if limit is None and not after and not before:
+        return None
+    if after and before:
+        raise ValidationError("Give 'after' or 'before', not both.")
+    size = page_limit(limit, default)
+    if before:
+        return PageRequest(size, before, backwards=True)
+    return PageRequest(size, after or None)

@@ -35,18 +35,21 @@ class WebhookChanges:
 
 
 def parse_new_webhook(fields: Mapping[str, object]) -> NewWebhook:
-    """``POST /webhooks``'s body, checked in the order ``endpoint``, ``events``, ``enabled``."""
+    """``POST /webhooks``'s body, checked in the order ``endpoint``, ``events``, ``enabled``.
+
+    Resend's ``status`` ("enabled" or "disabled") is accepted beside ``enabled``.
+    """
     endpoint = _endpoint(fields.get("endpoint"))
     events = tuple(parse_event_types(fields.get("events"), "events"))
-    return NewWebhook(endpoint, events, _enabled(fields.get("enabled", True)))
+    enabled = _enabled_or_status(fields)
+    return NewWebhook(endpoint, events, True if enabled is None else enabled)
 
 
 def parse_webhook_changes(fields: Mapping[str, object]) -> WebhookChanges:
     """``PATCH /webhooks/{id}``'s body: only the fields given, each checked as on create."""
     endpoint = _endpoint(fields["endpoint"]) if "endpoint" in fields else None
     events = tuple(parse_event_types(fields["events"], "events")) if "events" in fields else None
-    enabled = _enabled(fields["enabled"]) if "enabled" in fields else None
-    return WebhookChanges(endpoint, events, enabled)
+    return WebhookChanges(endpoint, events, _enabled_or_status(fields))
 
 
 def parse_event_types(value: object, name: str) -> list[str]:
@@ -67,6 +70,22 @@ def _endpoint(value: object) -> Endpoint:
         return parse_endpoint(value)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+_STATUSES = {"enabled": True, "disabled": False}
+
+
+def _enabled_or_status(fields: Mapping[str, object]) -> bool | None:
+    """``enabled`` (a boolean) or Resend's ``status``; both may be given only if they agree."""
+    enabled = _enabled(fields["enabled"]) if "enabled" in fields else None
+    if "status" not in fields:
+        return enabled
+    status = fields["status"]
+    if not isinstance(status, str) or status not in _STATUSES:
+        raise ValidationError('\'status\' must be "enabled" or "disabled".')
+    if enabled is not None and enabled != _STATUSES[status]:
+        raise ValidationError("'enabled' and 'status' disagree; give one of them.")
+    return _STATUSES[status]
 
 
 def _enabled(value: object) -> bool:

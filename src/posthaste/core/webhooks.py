@@ -137,6 +137,7 @@ def webhook_record(hook: Webhook) -> dict[str, Any]:
         "endpoint": hook.endpoint,
         "events": hook.events,
         "enabled": hook.enabled,
+        "status": "enabled" if hook.enabled else "disabled",
         "created_at": format_ms(hook.created_at),
         "updated_at": format_ms(hook.updated_at),
     }

@@ -19,6 +19,7 @@ from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
 from posthaste.config import Settings
 from posthaste.core import domains as rules
 from posthaste.core.crypto import SecretBox
+from posthaste.core.cursors import PageRequest
 from posthaste.core.dkim import DkimKey
 from posthaste.core.domain_requests import DomainChanges, NewDomain
 from posthaste.core.domains import DnsRecord, Domain, RecordStatus
@@ -124,6 +125,16 @@ class DomainService:
         async with self.db.read() as tx:
             async for domain in repo.stream_domains(tx, principal.team_id):
                 yield domain
+
+    async def page(self, principal: Principal, request: PageRequest) -> tuple[list[Domain], bool]:
+        """Resend's paging (newest first): the page and whether more lie beyond it."""
+        async with self.db.read() as tx:
+            page = await repo.page_domains(
+                tx, principal.team_id, request.limit, request.anchor, backwards=request.backwards
+            )
+        if page is None:
+            raise ValidationError(f"'{request.name}' must be the id of one of your domains.")
+        return page
 
     async def get(self, principal: Principal, domain_id: str) -> Domain:
         async with self.db.read() as tx:

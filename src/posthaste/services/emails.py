@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posthaste.core.cursors import InvalidCursor, Position, decode_cursor, encode_cursor
+from posthaste.core.cursors import (
+    InvalidCursor,
+    PageRequest,
+    Position,
+    decode_cursor,
+    encode_cursor,
+)
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import AttachmentInfo, Email, Event, Principal
@@ -16,6 +22,8 @@ from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.emails import EmailFilter
+from posthaste.storage.keyset import cut, position_of
+from posthaste.storage.tables import emails
 
 PENDING = (EmailStatus.QUEUED, EmailStatus.SCHEDULED)
 
@@ -24,6 +32,7 @@ PENDING = (EmailStatus.QUEUED, EmailStatus.SCHEDULED)
 class Page:
     items: list[Email]
     next_cursor: str
+    has_more: bool  # Resend's: more emails lie past the page in its direction
 
 
 def decode_page_cursor(cursor: str | None) -> Position | None:
@@ -46,15 +55,36 @@ class EmailQueries:
             return await _email(tx, principal, email_id)
 
     async def page(
-        self, principal: Principal, flt: EmailFilter, cursor: str | None, limit: int
+        self,
+        principal: Principal,
+        flt: EmailFilter,
+        cursor: str | None,
+        limit: int,
+        *,
+        anchor: PageRequest | None = None,
     ) -> Page:
-        position = decode_page_cursor(cursor)
+        """A page newest first, after our ``cursor`` or after (before) Resend's email id."""
+        if cursor and anchor is not None:
+            raise ValidationError(f"Give 'cursor' or an email id in '{anchor.name}', not both.")
+        backwards = anchor is not None and anchor.backwards
         async with self.db.read() as tx:
-            rows = await repo.list_emails(tx, principal.team_id, flt, position, limit + 1)
-        items = rows[:limit]
-        more = len(rows) > limit
-        next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if more else ""
-        return Page(items, next_cursor)
+            if anchor is not None and anchor.anchor is not None:
+                position = await position_of(tx, emails, principal.team_id, anchor.anchor)
+                if position is None:
+                    raise ValidationError(
+                        f"'{anchor.name}' must be an RFC 3339 timestamp or the id of one of "
+                        "your emails."
+                    )
+            else:
+                position = decode_page_cursor(cursor)
+            rows = await repo.list_emails(
+                tx, principal.team_id, flt, position, limit + 1, backwards=backwards
+            )
+        items, more = cut(rows, limit, backwards=backwards)
+        # next_cursor always leads on to older emails: past a `before` page lies its anchor
+        follows = (more or backwards) and bool(items)
+        next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if follows else ""
+        return Page(items, next_cursor, more)
 
     async def events(self, principal: Principal, email_id: str) -> list[Event]:
         async with self.db.read() as tx:

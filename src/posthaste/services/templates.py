@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
+from posthaste.core.cursors import PageRequest
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Principal, Template, TemplateVersion
 from posthaste.core.template_fields import (
@@ -20,7 +21,7 @@ from posthaste.core.template_fields import (
     TemplateChanges,
 )
 from posthaste.core.templates import ParseCache, Values, render_content
-from posthaste.errors import Conflict, NotFound
+from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.storage import templates as templates_repo
 from posthaste.storage.database import Database, Tx
 
@@ -64,6 +65,16 @@ class TemplateService:
         async with self.db.read() as tx:
             async for template in templates_repo.stream_templates(tx, principal.team_id):
                 yield template
+
+    async def page(self, principal: Principal, request: PageRequest) -> tuple[list[Template], bool]:
+        """Resend's paging (oldest first): the page and whether more lie beyond it."""
+        async with self.db.read() as tx:
+            page = await templates_repo.page_templates(
+                tx, principal.team_id, request.limit, request.anchor, backwards=request.backwards
+            )
+        if page is None:
+            raise ValidationError(f"'{request.name}' must be the id of one of your templates.")
+        return page
 
     async def update(self, principal: Principal, ref: str, changes: TemplateChanges) -> Template:
         async with self.db.transaction() as tx:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, Table, exists, func, select, update
 
 from posthaste.core.cursors import Position
 from posthaste.core.events import EventType
@@ -27,6 +27,7 @@ from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import among
+from posthaste.storage.keyset import keyset_page
 from posthaste.storage.tables import (
     attachments,
     blobs,
@@ -258,9 +259,16 @@ def _driver(team_id: str, flt: EmailFilter) -> tuple[Select[Any], Any, Any]:
 
 
 async def list_emails(
-    tx: Tx, team_id: str, flt: EmailFilter, after_position: Position | None, limit: int
+    tx: Tx,
+    team_id: str,
+    flt: EmailFilter,
+    after_position: Position | None,
+    limit: int,
+    *,
+    backwards: bool = False,
 ) -> list[Email]:
-    """Newest first, strictly after ``after_position`` (the last row of the previous page)."""
+    """Newest first, strictly after ``after_position`` (the last row of the previous page); with
+    ``backwards``, the rows strictly newer than it, the nearest first (storage.keyset)."""
     query, created_at, row_id = _driver(team_id, flt)
     query = query.where(*_email_filters(team_id, flt))
     if flt.to and flt.tag:
@@ -276,11 +284,15 @@ async def list_emails(
         query = query.where(created_at > flt.after)
     if flt.before is not None:
         query = query.where(created_at < flt.before)
-    if after_position is not None:
-        query = query.where(
-            tuple_(created_at, row_id) < tuple_(after_position.created_at, after_position.id)
-        )
-    query = query.order_by(created_at.desc(), row_id.desc()).limit(limit)
+    query = keyset_page(
+        query,
+        created_at,
+        row_id,
+        newest_first=True,
+        position=after_position,
+        backwards=backwards,
+        limit=limit,
+    )
     return [_email(r) for r in await tx.conn.execute(query)]
 
 

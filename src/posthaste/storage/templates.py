@@ -18,6 +18,7 @@ from posthaste.core.models import Template, TemplateVariable, TemplateVersion
 from posthaste.core.template_fields import UNCHANGED, TemplateChanges
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
+from posthaste.storage.keyset import cut, keyset_page, position_of
 from posthaste.storage.tables import template_versions, templates
 
 _draft = template_versions.alias("draft")
@@ -134,6 +135,29 @@ async def stream_templates(tx: Tx, team_id: str) -> AsyncIterator[Template]:
     result = await tx.conn.stream(query.execution_options(yield_per=500))
     async for row in result:
         yield _template(row)
+
+
+async def page_templates(
+    tx: Tx, team_id: str, limit: int, anchor: str | None, *, backwards: bool
+) -> tuple[list[Template], bool] | None:
+    """A page of the team's templates (oldest first) after the template ``anchor`` (before it
+    when ``backwards``), and whether more lie beyond; None when the team has no such template."""
+    position = None
+    if anchor is not None:
+        position = await position_of(tx, templates, team_id, anchor)
+        if position is None:
+            return None
+    query = keyset_page(
+        _with_draft().where(templates.c.team_id == team_id),
+        templates.c.created_at,
+        templates.c.id,
+        newest_first=False,
+        position=position,
+        backwards=backwards,
+        limit=limit + 1,
+    )
+    rows = [_template(row) for row in await tx.conn.execute(query)]
+    return cut(rows, limit, backwards=backwards)
 
 
 async def insert_template(tx: Tx, template: Template, now: int) -> bool:

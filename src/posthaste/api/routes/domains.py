@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
@@ -21,10 +21,15 @@ from posthaste.api.schemas.domains import (
     UpdateDomainRequest,
 )
 from posthaste.api.streamed import streamed_listing
+from posthaste.core.cursors import page_request
 from posthaste.core.domain_requests import parse_domain_changes, parse_new_domain
 from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
 from posthaste.services.domains import DomainService
+
+LIMIT = "1-100 (else 20): asks for a page instead of the full set"
+AFTER = "A domain id: the page after it, in the list's order"
+BEFORE = "A domain id: the page before it, in the list's order"
 
 router = APIRouter(tags=["domains"])
 
@@ -46,11 +51,23 @@ async def create_domain(
 
 @router.get(
     "/domains",
-    summary="List the team's domains",
+    summary="List the team's domains, newest first: the full set, or a page (limit, after, before)",
     responses={200: {"model": DomainList}, **ERRORS},
 )
-async def list_domains(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return await streamed_listing(_records(services.domains, principal))
+async def list_domains(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    after: Annotated[str | None, Query(description=AFTER)] = None,
+    before: Annotated[str | None, Query(description=BEFORE)] = None,
+) -> Response:
+    request = page_request(limit, after, before)
+    if request is None:
+        return await streamed_listing(_records(services.domains, principal), has_more=False)
+    items, more = await services.domains.page(principal, request)
+    return json_response(
+        {"object": "list", "data": [domain_record(d) for d in items], "has_more": more}
+    )
 
 
 async def _records(domains: DomainService, principal: Principal) -> AsyncIterator[dict[str, Any]]:

@@ -21,9 +21,9 @@ from posthaste.api.schemas.emails import (
     SendEmailRequest,
 )
 from posthaste.core.addresses import parse_address
-from posthaste.core.cursors import page_limit
+from posthaste.core.cursors import page_limit, page_request
 from posthaste.core.idempotency import IdempotencyKey, body_fingerprint, idempotency_key
-from posthaste.core.ids import now_ms, parse_rfc3339
+from posthaste.core.ids import is_uuid, now_ms, parse_rfc3339
 from posthaste.core.models import Email, Origin
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.core.serialize import attachment_record, email_record, event_record
@@ -110,9 +110,18 @@ async def list_emails(
     subject: str | None = None,
     tag: Annotated[str | None, Query(description="key:value")] = None,
     stream_id: str | None = None,
-    after: Annotated[str | None, Query(description="RFC 3339; created strictly after")] = None,
-    before: Annotated[str | None, Query(description="RFC 3339; created strictly before")] = None,
+    after: Annotated[
+        str | None,
+        Query(description="RFC 3339: created strictly after; or an email id: the page after it"),
+    ] = None,
+    before: Annotated[
+        str | None,
+        Query(description="RFC 3339: created strictly before; or an email id: the page before it"),
+    ] = None,
 ) -> Response:
+    after_at, after_id = _time_or_id(after, "after")
+    before_at, before_id = _time_or_id(before, "before")
+    anchor = page_request(limit, after_id, before_id) if after_id or before_id else None
     flt = EmailFilter(
         status=_status(status),
         to=_lookup(to, "to"),
@@ -120,15 +129,16 @@ async def list_emails(
         subject=subject or None,
         tag=_tag(tag),
         stream_id=stream_id or None,
-        after=_timestamp(after, "after"),
-        before=_timestamp(before, "before"),
+        after=after_at,
+        before=before_at,
     )
-    page = await services.emails.page(principal, flt, cursor, page_limit(limit, 20))
+    page = await services.emails.page(principal, flt, cursor, page_limit(limit, 20), anchor=anchor)
     return json_response(
         {
             "object": "list",
             "data": [email_record(e) for e in page.items],
             "next_cursor": page.next_cursor,
+            "has_more": page.has_more,
         }
     )
 
@@ -163,6 +173,21 @@ def _timestamp(value: str | None, name: str) -> int | None:
         return parse_rfc3339(value)
     except ValueError:
         raise ValidationError(f"'{name}' must be an RFC 3339 timestamp with a time zone.") from None
+
+
+def _time_or_id(value: str | None, name: str) -> tuple[int | None, str | None]:
+    """SPEC's time filter (an RFC 3339 timestamp), or Resend's cursor (an email id)."""
+    if not value:
+        return None, None
+    try:
+        return parse_rfc3339(value), None
+    except ValueError:
+        pass
+    if is_uuid(value):
+        return None, value
+    raise ValidationError(
+        f"'{name}' must be an RFC 3339 timestamp with a time zone, or an email id."
+    )
 
 
 @router.get(

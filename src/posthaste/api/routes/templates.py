@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
@@ -23,10 +23,15 @@ from posthaste.api.schemas.templates import (
     UpdateTemplateRequest,
 )
 from posthaste.api.streamed import streamed_listing
+from posthaste.core.cursors import page_request
 from posthaste.core.models import Principal
 from posthaste.core.serialize import template_record
 from posthaste.core.template_fields import parse_new_template, parse_template_changes
 from posthaste.services.templates import TemplateService
+
+LIMIT = "1-100 (else 20): asks for a page instead of the full set"
+AFTER = "A template id: the page after it, in the list's order"
+BEFORE = "A template id: the page before it, in the list's order"
 
 router = APIRouter(tags=["templates"])
 ONE = {200: {"model": TemplateRecord}, **ERRORS}
@@ -49,11 +54,23 @@ async def create_template(
 
 @router.get(
     "/templates",
-    summary="List every template (the full set, oldest first)",
+    summary="List templates, oldest first: the full set, or a page with limit, after or before",
     responses={200: {"model": TemplateList}, **ERRORS},
 )
-async def list_templates(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return await streamed_listing(_records(services.templates, principal))
+async def list_templates(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    after: Annotated[str | None, Query(description=AFTER)] = None,
+    before: Annotated[str | None, Query(description=BEFORE)] = None,
+) -> Response:
+    request = page_request(limit, after, before)
+    if request is None:
+        return await streamed_listing(_records(services.templates, principal), has_more=False)
+    items, more = await services.templates.page(principal, request)
+    return json_response(
+        {"object": "list", "data": [template_record(t) for t in items], "has_more": more}
+    )
 
 
 async def _records(

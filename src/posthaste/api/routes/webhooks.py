@@ -95,6 +95,11 @@ async def delete_webhook(
     summary="Make a new signing secret; the old one also signs for 24 hours",
     responses={200: {"model": WebhookWithSecret}, **ERRORS},
 )
+@router.post(
+    "/webhooks/{webhook_id}/signing-secret/rotate",
+    summary="Resend's path for rotating the signing secret (same as /secret/rotate)",
+    responses={200: {"model": WebhookWithSecret}, **ERRORS},
+)
 async def rotate_secret(
     webhook_id: str, principal: FullPrincipal, services: ServicesDep
 ) -> Response:

@@ -53,6 +53,7 @@ class DomainRecord(BaseModel):
 class DomainList(BaseModel):
     object: str = "list"
     data: list[DomainRecord]
+    has_more: bool = Field(description="More items lie past this page (false for the full set)")
 
 
 class Region(BaseModel):

@@ -88,6 +88,7 @@ class EmailList(BaseModel):
     object: str = "list"
     data: list[EmailRecord]
     next_cursor: str = Field(description="Empty at the end")
+    has_more: bool = Field(description="Resend's: more emails lie past this page, its way")
 
 
 class BatchError(BaseModel):

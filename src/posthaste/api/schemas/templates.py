@@ -52,6 +52,7 @@ class TemplateRecord(BaseModel):
 class TemplateList(BaseModel):
     object: str = "list"
     data: list[TemplateRecord]
+    has_more: bool = Field(description="More items lie past this page (false for the full set)")
 
 
 class TemplatePreview(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -11,12 +11,18 @@ class CreateWebhookRequest(BaseModel):
     endpoint: str = Field(description="Absolute http or https URL on a public address")
     events: list[str] = Field(description="Non-empty subset of the event types")
     enabled: bool = True
+    status: Literal["enabled", "disabled"] | None = Field(
+        default=None, description="Resend's form of enabled; if both are given they must agree"
+    )
 
 
 class UpdateWebhookRequest(BaseModel):
     endpoint: str | None = None
     events: list[str] | None = None
     enabled: bool | None = None
+    status: Literal["enabled", "disabled"] | None = Field(
+        default=None, description="Resend's form of enabled; if both are given they must agree"
+    )
 
 
 class WebhookRecord(BaseModel):
@@ -25,6 +31,7 @@ class WebhookRecord(BaseModel):
     endpoint: str
     events: list[str]
     enabled: bool
+    status: Literal["enabled", "disabled"] = Field(description="Resend's form of enabled")
     created_at: str
     updated_at: str
 
