@@ -116,7 +116,8 @@ async def _announce_bootstrap(services: Services) -> None:
         return
     path = write_bootstrap_keys(services.settings.data_dir, keys)
     print(
-        f"Created team 'default'. Its API keys are shown once (also saved to {path}, mode 0600):",
+        "Created team 'default' (no rate limit or daily quota; set them with `posthaste teams"
+        f" update default`). Its API keys are shown once (also saved to {path}, mode 0600):",
         flush=True,
     )
     for created in keys:

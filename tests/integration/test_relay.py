@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import email
 import email.policy
+import re
 import smtplib
 import socket
 import ssl
@@ -13,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +29,9 @@ from posthaste.smtp.relay import MAX_MESSAGE_BYTES, SHARE_PORTS, Listener, Relay
 from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.emails import EmailFilter
 from tests.conftest import Tenant, make_tenant
+
+SMTP_DOC = Path(__file__).resolve().parents[2] / "docs" / "smtp.md"
+ID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 @dataclass
@@ -133,6 +138,19 @@ async def test_starttls_auth_and_the_record_from_the_headers(
     assert b"x-posthaste" not in raw.lower()
     stored = email.message_from_bytes(raw, policy=email.policy.default)
     assert stored["Message-ID"] == record["message_id"] and stored["Date"] is not None
+
+
+async def test_the_data_reply_is_the_one_docs_smtp_shows(
+    relay: Relay, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    code, reply = await submit(relay, tenant.test, message())
+    email_id = reply.removeprefix("OK ")
+    assert (await get(client, tenant, f"/emails/{email_id}"))["id"] == email_id
+    doc = await asyncio.to_thread(SMTP_DOC.read_text)
+    shown = re.findall(r"250 OK [^`\"]+", doc)
+    assert shown
+    # The docs show a real reply: the same words, an id of the same form in place of the server's.
+    assert {re.sub(ID, "<id>", line) for line in shown} == {re.sub(ID, "<id>", f"{code} {reply}")}
 
 
 async def test_implicit_tls_with_auth_login_and_a_sending_key(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from posthaste import __version__
+from posthaste.api.docs import install_docs
 from posthaste.api.errors import install_error_handlers
 from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
 from posthaste.api.openapi import install_openapi
@@ -33,7 +34,7 @@ def create_app(services: Services) -> FastAPI:
         title="Posthaste",
         version=__version__,
         description=DESCRIPTION,
-        docs_url="/docs",
+        docs_url=None,  # served by install_docs, without a CDN
         redoc_url=None,
     )
     app.state.services = services
@@ -49,6 +50,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(event_stream.router)
     install_openapi(app)
+    install_docs(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads.
     app.add_middleware(CatchAll)
     app.add_middleware(BodyLimit)

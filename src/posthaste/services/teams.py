@@ -13,6 +13,11 @@ from posthaste.storage import teams as teams_repo
 from posthaste.storage.database import KEYS_CHANNEL, Database, Tx
 
 DEFAULT_RATE_LIMIT = 10
+# The first run's team belongs to the operator running Posthaste (on a laptop, the developer
+# trying it): a per-team rate limit protects a shared server from one tenant, which is not their
+# case, and 10 requests/s (reads included) trips a plain sequential script. So no rate limit,
+# like the daily quota; `posthaste teams update default --rate-limit N` sets one.
+BOOTSTRAP_RATE_LIMIT = 0
 
 
 class TeamService:
@@ -67,12 +72,13 @@ class TeamService:
         return team
 
     async def bootstrap(self) -> list[CreatedKey] | None:
-        """On an empty database: team ``default`` with a live and a test key (else None)."""
+        """On an empty database: team ``default``, without a rate limit or daily quota, with a
+        live and a test key (else None)."""
         async with self.db.read() as tx:
             if await teams_repo.count_teams(tx):
                 return None
         try:
-            team = await self.create_team("default")
+            team = await self.create_team("default", rate_limit=BOOTSTRAP_RATE_LIMIT)
         except Conflict:
             return None  # another process bootstrapped at the same moment
         return [

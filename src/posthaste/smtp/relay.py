@@ -5,7 +5,8 @@ A client authenticates once per connection (AUTH PLAIN or LOGIN, only over TLS; 
 through the rate limit and then the one send path, ``services.sending.accept()`` (whose group
 commit writes the messages of concurrent connections together). The submitted MIME is kept as
 the email's raw message.
-The DATA reply is ``250 OK <email id>``; every error is answered from ``smtp.replies``.
+The DATA reply is ``250 OK`` and the email's id (``250 OK 01a2…``); every error is answered from
+``smtp.replies``.
 Nothing is delivered inside the session: workers do that after commit.
 """
 

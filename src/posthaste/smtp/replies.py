@@ -6,8 +6,8 @@ Keyed by error class, most specific first along the class's MRO, so that a suppr
 (the database down, a bug) answers 451 4.3.0: the client keeps the message and retries.
 
 ``ENHANCED`` gives aiosmtpd's own fixed error replies an enhanced status code (RFC 3463). The
-relay does not advertise ENHANCEDSTATUSCODES: PRODUCT §12 fixes the DATA reply as
-``250 OK <email id>``, without one.
+relay does not advertise ENHANCEDSTATUSCODES: the DATA reply is ``250 OK`` and the email's id
+(docs/smtp.md), without one.
 """
 
 from __future__ import annotations

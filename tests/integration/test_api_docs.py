@@ -1,0 +1,41 @@
+"""/docs works without internet: every asset it refers to is served by Posthaste itself."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+ASSET_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
+
+
+async def test_docs_refers_only_to_local_assets_that_are_served(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "SwaggerUIBundle" in page.text
+    assert not re.search(r"(?:src|href)=[\"']?(?:https?:)?//", page.text), page.text
+    assert "cdn" not in page.text.lower()
+    assets = re.findall(r"(?:src|href)=\"([^\"]+)\"", page.text)
+    assert len(assets) == 3, assets  # the script, the stylesheet, the favicon
+    for url in assets:
+        assert url.startswith("/docs/assets/"), url
+        answer = await client.get(url)
+        assert answer.status_code == 200, url
+        kind = next(kind for ext, kind in ASSET_TYPES.items() if url.endswith(ext))
+        assert kind in answer.headers["content-type"], (url, answer.headers["content-type"])
+        assert len(answer.content) > 0
+    spec = re.search(r"url: '([^']+)'", page.text)
+    assert spec is not None and spec.group(1) == "/openapi.json"
+    assert (await client.get(spec.group(1))).status_code == 200
+
+
+async def test_docs_assets_unknown_file_is_404(client: httpx.AsyncClient) -> None:
+    answer = await client.get("/docs/assets/nothing.js")
+    assert answer.status_code == 404
+
+
+async def test_redoc_is_off(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/redoc")).status_code == 404
