@@ -31,7 +31,7 @@ from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import DkimKey
-from posthaste.core.models import Origin
+from posthaste.core.models import Email, Origin
 from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.services.delivery import DomainTlsRules, TlsRules
@@ -465,6 +465,15 @@ async def test_a_silent_server_times_out_into_a_deferral(zone: ZoneServer) -> No
         await server.wait_closed()
 
 
+async def relayed(m: Mailer, submitted: bytes) -> Email:
+    """Accept ``submitted`` as the SMTP relay does, with the tenant's live key."""
+    principal = await m.services.api_keys.authenticate(m.tenant.live)
+    submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
+    accepted = await m.services.sending.accept(principal.sender, Origin.RELAY, submission.request)
+    assert isinstance(accepted, Email)
+    return accepted
+
+
 async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
     settings: Settings, zone: ZoneServer
 ) -> None:
@@ -474,11 +483,7 @@ async def test_a_message_kept_from_the_relay_is_signed_when_delivered(
         b"Message-ID: <kept-1@acme.test>\r\nX-Client: mailer 1.0\r\n\r\nBody line  \r\n\r\n"
     )
     async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
-        principal = await m.services.api_keys.authenticate(m.tenant.live)
-        submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
-        accepted = await m.services.sending.accept(
-            principal.sender, Origin.RELAY, submission.request
-        )
+        accepted = await relayed(m, submitted)
         await m.deliver()
         assert (await m.get(f"/emails/{accepted.id}"))["status"] == "sent"
         [received] = sink.messages
@@ -496,11 +501,7 @@ async def test_a_relay_message_without_a_message_id_is_signed_with_the_emails(
         b"From: Acme <hello@acme.test>\r\nTo: someone@example.com\r\nSubject: No id\r\n\r\nBody\r\n"
     )
     async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
-        principal = await m.services.api_keys.authenticate(m.tenant.live)
-        submission = parse_submission(submitted, ["someone@example.com"], datetime.now(UTC))
-        accepted = await m.services.sending.accept(
-            principal.sender, Origin.RELAY, submission.request
-        )
+        accepted = await relayed(m, submitted)
         await m.deliver()
         record = await m.get(f"/emails/{accepted.id}")
         assert record["status"] == "sent"

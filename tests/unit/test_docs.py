@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,10 +35,8 @@ def test_readme_runs_the_command_from_the_venv_make_run_makes() -> None:
     assert not re.search(r"\$\(posthaste ", readme)
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_files_the_walkthroughs_and_pip_install_leave_are_ignored() -> None:
-    if not (ROOT / ".git").exists():
-        pytest.skip("not a git work tree")
+    # ``--no-index``: the patterns alone decide, whatever the checkout holds.
     leftovers = ["email.json", "domain.json", "domain_id.txt", "build/lib/x.py", "posthaste-data/x"]
     ignored = subprocess.run(
         ["git", "check-ignore", "--no-index", *leftovers],

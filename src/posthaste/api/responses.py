@@ -25,3 +25,8 @@ def deleted(kind: str, item_id: str) -> Response:
 
 def listing(items: list[dict[str, Any]]) -> Response:
     return json_response({"object": "list", "data": items})
+
+
+def page(items: list[dict[str, Any]], has_more: bool) -> Response:
+    """One page of a list as Resend answers it: the items and whether more lie beyond."""
+    return json_response({"object": "list", "data": items, "has_more": has_more})

@@ -13,7 +13,7 @@ from posthaste.core.domains import DnsRecord, Domain, RecordStatus
 from posthaste.errors import Conflict
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
-from posthaste.storage.keyset import cut, keyset_page, position_of
+from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import domain_claims, domains
 
 _COLUMNS = [c for c in domains.c if c.name != "dkim_private_key"]
@@ -125,22 +125,17 @@ async def page_domains(
 ) -> tuple[list[Domain], bool] | None:
     """A page of the team's domains (newest first) after the domain ``anchor`` (before it when
     ``backwards``), and whether more lie beyond; None when the team has no such domain."""
-    position = None
-    if anchor is not None:
-        position = await position_of(tx, domains, team_id, anchor)
-        if position is None:
-            return None
-    query = keyset_page(
-        _query().where(domains.c.team_id == team_id),
-        domains.c.created_at,
-        domains.c.id,
+    return await read_page(
+        tx,
+        domains,
+        _query(),
+        _domain,
+        team_id=team_id,
+        limit=limit,
+        anchor=anchor,
         newest_first=True,
-        position=position,
         backwards=backwards,
-        limit=limit + 1,
     )
-    rows = [_domain(row) for row in await tx.conn.execute(query)]
-    return cut(rows, limit, backwards=backwards)
 
 
 async def private_key_of(tx: Tx, team_id: str, name: str) -> tuple[Domain, str | None] | None:

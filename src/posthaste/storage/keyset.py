@@ -7,7 +7,7 @@ read backwards from it (the nearest first) and then turned round into the list's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Select, Table, select, tuple_
@@ -55,3 +55,36 @@ def cut(rows: Sequence[T], limit: int, *, backwards: bool) -> tuple[list[T], boo
     if backwards:
         items.reverse()
     return items, len(rows) > limit
+
+
+async def read_page(
+    tx: Tx,
+    table: Table,
+    query: Select[Any],
+    read: Callable[[Any], T],
+    *,
+    team_id: str,
+    limit: int,
+    anchor: str | None,
+    newest_first: bool,
+    backwards: bool,
+) -> tuple[list[T], bool] | None:
+    """A page of the team's ``table`` (rows of ``query``, each ``read`` into its record) after
+    the item ``anchor`` (before it when ``backwards``), and whether more lie beyond; None when
+    the team has no such item."""
+    position = None
+    if anchor is not None:
+        position = await position_of(tx, table, team_id, anchor)
+        if position is None:
+            return None
+    paged = keyset_page(
+        query.where(table.c.team_id == team_id),
+        table.c.created_at,
+        table.c.id,
+        newest_first=newest_first,
+        position=position,
+        backwards=backwards,
+        limit=limit + 1,
+    )
+    rows = [read(row) for row in await tx.conn.execute(paged)]
+    return cut(rows, limit, backwards=backwards)

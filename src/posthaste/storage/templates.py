@@ -18,7 +18,7 @@ from posthaste.core.models import Template, TemplateVariable, TemplateVersion
 from posthaste.core.template_fields import UNCHANGED, TemplateChanges
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
-from posthaste.storage.keyset import cut, keyset_page, position_of
+from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import template_versions, templates
 
 _draft = template_versions.alias("draft")
@@ -142,22 +142,17 @@ async def page_templates(
 ) -> tuple[list[Template], bool] | None:
     """A page of the team's templates (oldest first) after the template ``anchor`` (before it
     when ``backwards``), and whether more lie beyond; None when the team has no such template."""
-    position = None
-    if anchor is not None:
-        position = await position_of(tx, templates, team_id, anchor)
-        if position is None:
-            return None
-    query = keyset_page(
-        _with_draft().where(templates.c.team_id == team_id),
-        templates.c.created_at,
-        templates.c.id,
+    return await read_page(
+        tx,
+        templates,
+        _with_draft(),
+        _template,
+        team_id=team_id,
+        limit=limit,
+        anchor=anchor,
         newest_first=False,
-        position=position,
         backwards=backwards,
-        limit=limit + 1,
     )
-    rows = [_template(row) for row in await tx.conn.execute(query)]
-    return cut(rows, limit, backwards=backwards)
 
 
 async def insert_template(tx: Tx, template: Template, now: int) -> bool:

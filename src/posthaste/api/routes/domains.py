@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
 from posthaste.api.openapi import ERRORS, body_schema
-from posthaste.api.responses import deleted, json_response, listing
+from posthaste.api.responses import deleted, json_response, listing, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.domains import (
     CreateDomainRequest,
@@ -65,9 +65,7 @@ async def list_domains(
     if request is None:
         return await streamed_listing(_records(services.domains, principal), has_more=False)
     items, more = await services.domains.page(principal, request)
-    return json_response(
-        {"object": "list", "data": [domain_record(d) for d in items], "has_more": more}
-    )
+    return page([domain_record(d) for d in items], more)
 
 
 async def _records(domains: DomainService, principal: Principal) -> AsyncIterator[dict[str, Any]]:

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
 from posthaste.api.openapi import ERRORS, body_schema
-from posthaste.api.responses import deleted, json_response
+from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.templates import (
     CreateTemplateRequest,
@@ -68,9 +68,7 @@ async def list_templates(
     if request is None:
         return await streamed_listing(_records(services.templates, principal), has_more=False)
     items, more = await services.templates.page(principal, request)
-    return json_response(
-        {"object": "list", "data": [template_record(t) for t in items], "has_more": more}
-    )
+    return page([template_record(t) for t in items], more)
 
 
 async def _records(
