@@ -64,7 +64,10 @@ async def send_email(
     openapi_extra=body_schema(SendEmailRequest, array=True),
 )
 async def send_batch(
-    principal: SendingPrincipal, services: ServicesDep, body: JsonBody
+    principal: SendingPrincipal,
+    services: ServicesDep,
+    body: JsonBody,
+    batch_validation: Annotated[str | None, Header(alias="x-batch-validation")] = None,
 ) -> Response:
     # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
     if not isinstance(body, list):
@@ -74,7 +77,15 @@ async def send_batch(
     now = now_ms()
     items = [_parsed(item, now) for item in body]
     outcomes = await services.sending.accept_batch(principal.sender, Origin.BATCH, items)
-    return json_response({"data": [_batch_entry(i, o) for i, o in enumerate(outcomes)]})
+    entries = [_batch_entry(i, o) for i, o in enumerate(outcomes)]
+    result: dict[str, Any] = {"data": entries}
+    # Items always stand alone (SPEC), whichever mode Resend's SDKs ask for; 'permissive' also
+    # gets Resend's list of the failed items beside the per-item entries.
+    if (batch_validation or "").strip().lower() == "permissive":
+        result["errors"] = [
+            {"index": e["index"], "message": e["error"]["message"]} for e in entries if "error" in e
+        ]
+    return json_response(result)
 
 
 def _idempotency_key(header: str, body: object) -> IdempotencyKey:
