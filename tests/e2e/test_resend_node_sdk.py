@@ -224,6 +224,19 @@ def test_attachments_as_buffer_and_base64(node: NodeBridge, server: RunningServe
     assert httpx.get(png["download_url"]).content == PNG
     page = node.ok("emails.attachments.list", {"emailId": sent["id"], "limit": 1})
     assert len(page["data"]) == 1 and page["has_more"] is True
+    fetched = failed(
+        node.call(
+            "emails.send",
+            {
+                "from": "hello@acme.test",
+                "to": "a@example.com",
+                "subject": "remote",
+                "text": "t",
+                "attachments": [{"filename": "a.pdf", "path": "https://example.com/a.pdf"}],
+            },
+        )
+    )
+    assert fetched["name"] == "validation_error" and "path" in fetched["message"]
 
 
 @pytest.mark.xfail(
