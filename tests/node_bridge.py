@@ -20,6 +20,12 @@ BRIDGE = NODE_DIR / "bridge.mjs"
 SDK_PACKAGE = NODE_DIR / "node_modules" / "resend" / "package.json"
 
 
+def pinned_version() -> str:
+    """The SDK version tests/node/package.json pins."""
+    version: str = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]["resend"]
+    return version
+
+
 def missing_node() -> str | None:
     """Why the Node SDK cannot run here, or None when it can."""
     if shutil.which("node") is None:

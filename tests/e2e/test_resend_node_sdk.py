@@ -20,7 +20,7 @@ import pytest
 
 from tests.dns_server import ZoneServer, running_zone
 from tests.e2e.conftest import RunningServer
-from tests.node_bridge import NodeBridge, buffer, missing_node
+from tests.node_bridge import NodeBridge, buffer, missing_node, pinned_version
 from tests.webhook_receiver import eventually, running_receiver
 
 PDF = b"%PDF-1.7\n" + bytes(range(256))
@@ -54,7 +54,7 @@ def server_env(dns_host: ZoneServer) -> dict[str, str]:
 def node(node_available: None, server: RunningServer) -> Iterator[NodeBridge]:
     """``new Resend(test key)`` with ``RESEND_BASE_URL`` set to the server."""
     bridge = NodeBridge(server.url, server.test_key, server.data_dir / "node-bridge.log")
-    assert bridge.sdk_version == "6.38.0"
+    assert bridge.sdk_version == pinned_version(), "stale tests/node/node_modules: run make test"
     yield bridge
     bridge.close()
 
