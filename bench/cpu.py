@@ -81,6 +81,12 @@ def _postgres_seconds() -> float:
     return total
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (exists and is not a zombie waiting to be reaped)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
 def tree_pids(root: int) -> list[int]:
     """``root`` and every live descendant of it (children, their children, ...); [] when
     ``root`` is gone."""
