@@ -193,6 +193,8 @@ async def test_replay_delivers_again_with_the_same_webhook_id(
     assert response.status_code == 200, response.text
     assert response.json()["id"] == event["id"]
     await eventually(lambda: len(receiver.requests) == 2, what="the replay")
+    one = await client.get(f"/webhooks/{hook['id']}/events/{event['id']}", headers=tenant.headers())
+    assert one.status_code == 200 and one.json()["payload"] == event["payload"]
     first, replayed = receiver.requests
     assert replayed.headers["webhook-id"] == first.headers["webhook-id"] == event["id"]
     assert orjson.loads(replayed.body) == orjson.loads(first.body)

@@ -41,11 +41,13 @@ class WebhookWithSecret(WebhookRecord):
         description="whsec_ + 48 hex characters; shown only on create and rotate",
         examples=["whsec_" + "0" * 48],
     )
+    signing_secret: str = Field(description="Resend's name for secret: the same value")
 
 
 class WebhookList(BaseModel):
     object: str = "list"
     data: list[WebhookRecord]
+    has_more: bool = Field(description="More webhooks lie past this page (false for the full set)")
 
 
 class WebhookEnvelope(BaseModel):
