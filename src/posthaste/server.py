@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from posthaste.workers.runner import Worker
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 10
+GC_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 
 
 class Roles:
@@ -71,10 +73,25 @@ async def serve(settings: Settings) -> None:
         await _announce_bootstrap(services)
         roles.start()
         await services.db.start_listening()
+        settle_heap()
         await _until_stopped(roles.tasks)
     finally:
         await roles.stop()
         await services.close()
+
+
+def settle_heap() -> None:
+    """Keep the garbage collector off what was built at start, and let it run less often.
+
+    Everything imported and built so far (modules, the app, SQLAlchemy's tables, caches) lives
+    as long as the process: ``gc.freeze()`` moves it out of the collector's reach, so a full
+    collection no longer walks it. A request allocates many short-lived containers; a higher
+    first threshold collects them in fewer, larger passes. Measured on the batch send path
+    (bench/README.md): about a quarter more emails per CPU second.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
 
 
 async def _until_stopped(tasks: list[asyncio.Task[None]]) -> None:

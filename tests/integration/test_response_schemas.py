@@ -53,7 +53,7 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     (
         serialize.attachment_record,
         records.attachments,
-        listed,
+        more,
         "GET /emails/{email_id}/attachments 200",
     ),
     (

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
 from posthaste.api.responses import deleted, json_response, listing, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.domains import (
@@ -27,7 +27,6 @@ from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
 from posthaste.services.domains import DomainService
 
-LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 AFTER = "A domain id: the page after it, in the list's order"
 BEFORE = "A domain id: the page before it, in the list's order"
 
@@ -57,7 +56,7 @@ async def create_domain(
 async def list_domains(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
     before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:
