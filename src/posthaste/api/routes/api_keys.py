@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.api_keys import (
     ApiKeyList,
@@ -23,7 +23,6 @@ from posthaste.core.api_keys import parse_key_name, parse_new_api_key
 from posthaste.core.cursors import page_request
 from posthaste.core.serialize import api_key_record
 
-LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 AFTER = "An API key id: the page after it, in the list's order"
 BEFORE = "An API key id: the page before it, in the list's order"
 
@@ -54,7 +53,7 @@ async def create_api_key(
 async def list_api_keys(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
     before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:

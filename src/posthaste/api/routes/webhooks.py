@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
 from posthaste.api.responses import deleted, json_response, listing, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.webhooks import (
@@ -29,7 +29,6 @@ from posthaste.core.models import Principal
 from posthaste.core.webhook_requests import parse_new_webhook, parse_webhook_changes
 from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
 
-LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 AFTER = "A webhook id: the page after it, in the list's order"
 BEFORE = "A webhook id: the page before it, in the list's order"
 
@@ -65,7 +64,7 @@ async def create_webhook(
 async def list_webhooks(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
     before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:
