@@ -87,7 +87,7 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     (
         webhooks.delivery_record,
         records.webhook_deliveries,
-        listed,
+        more,
         "GET /webhooks/{webhook_id}/events 200",
     ),
     (
@@ -105,7 +105,7 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     (
         webhooks.attempt_record,
         records.webhook_attempts,
-        listed,
+        more,
         "GET /webhooks/{webhook_id}/events/{event_id}/attempts 200",
     ),
 ]

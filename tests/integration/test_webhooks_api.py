@@ -150,6 +150,7 @@ async def test_another_teams_webhook_is_not_found(
         ("POST", f"/webhooks/{hook_id}/secret/rotate"),
         ("POST", f"/webhooks/{hook_id}/signing-secret/rotate"),
         ("GET", f"/webhooks/{hook_id}/events"),
+        ("GET", f"/webhooks/{hook_id}/events?limit=1"),
         ("GET", f"/webhooks/{hook_id}/events/{event_id}"),
         ("GET", f"/webhooks/{hook_id}/events/{event_id}/attempts"),
         ("POST", f"/webhooks/{hook_id}/events/{event_id}/replay"),
@@ -166,6 +167,9 @@ async def test_an_event_that_is_not_the_endpoints_is_not_found(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
     hook_id = (await _create(client, tenant)).json()["id"]
+    other_hook = (await _create(client, tenant)).json()["id"]
+    listed = await client.get(f"/webhooks/{other_hook}/events?limit=2", headers=tenant.headers())
+    assert listed.json() == {"object": "list", "data": [], "has_more": False}
     for event_id in (new_id(), "not-an-id"):
         response = await client.get(
             f"/webhooks/{hook_id}/events/{event_id}", headers=tenant.headers()

@@ -110,6 +110,27 @@ class WebhookService:
             async for item in deliveries.iter_deliveries(tx, principal.team_id, webhook_id):
                 yield item
 
+    async def deliveries_page(
+        self, principal: Principal, webhook_id: str, request: PageRequest
+    ) -> tuple[list[WebhookDelivery], bool]:
+        """Resend's paging of the endpoint's events (newest first)."""
+        async with self.db.read() as tx:
+            if await repo.get_webhook(tx, principal.team_id, webhook_id) is None:
+                raise _not_found(webhook_id)
+            page = await deliveries.page_deliveries(
+                tx,
+                principal.team_id,
+                webhook_id,
+                request.limit,
+                request.anchor,
+                backwards=request.backwards,
+            )
+        if page is None:
+            raise ValidationError(
+                f"'{request.name}' must be the id of one of this webhook's events."
+            )
+        return page
+
     async def delivery(
         self, principal: Principal, webhook_id: str, event_id: str
     ) -> WebhookDelivery:

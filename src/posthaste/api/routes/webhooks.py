@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
 from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
-from posthaste.api.responses import deleted, json_response, listing, page
+from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.webhooks import (
     CreateWebhookRequest,
@@ -24,13 +24,17 @@ from posthaste.api.schemas.webhooks import (
 )
 from posthaste.api.streamed import streamed_listing
 from posthaste.bootstrap import Services
-from posthaste.core.cursors import page_request
+from posthaste.core.cursors import page_of, page_request
 from posthaste.core.models import Principal
 from posthaste.core.webhook_requests import parse_new_webhook, parse_webhook_changes
 from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
 
 AFTER = "A webhook id: the page after it, in the list's order"
 BEFORE = "A webhook id: the page before it, in the list's order"
+EVENT_AFTER = "An event id of this webhook: the page after it (older events)"
+EVENT_BEFORE = "An event id of this webhook: the page before it (newer events)"
+ATTEMPT_AFTER = "An attempt id of this event: the page after it (later attempts)"
+ATTEMPT_BEFORE = "An attempt id of this event: the page before it (earlier attempts)"
 
 router = APIRouter(tags=["webhooks"])
 
@@ -129,14 +133,25 @@ async def rotate_secret(
 
 @router.get(
     "/webhooks/{webhook_id}/events",
-    summary="The endpoint's events, newest first, with their delivery status",
+    summary="The endpoint's events, newest first, with their delivery status: all of them, or "
+    "a page with limit, after or before",
     responses={200: {"model": WebhookEventList}, **ERRORS},
 )
 async def list_webhook_events(
-    webhook_id: str, principal: FullPrincipal, services: ServicesDep
+    webhook_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=EVENT_AFTER)] = None,
+    before: Annotated[str | None, Query(description=EVENT_BEFORE)] = None,
 ) -> Response:
+    request = page_request(limit, after, before)
+    if request is not None:
+        items, more = await services.webhooks.deliveries_page(principal, webhook_id, request)
+        return page([delivery_record(d) for d in items], more)
     await services.webhooks.get(principal, webhook_id)  # a missing webhook is a 404 up front
-    return await streamed_listing(_event_records(services, principal, webhook_id))
+    records = _event_records(services, principal, webhook_id)
+    return await streamed_listing(records, has_more=False)
 
 
 async def _event_records(
@@ -160,14 +175,25 @@ async def get_webhook_event(
 
 @router.get(
     "/webhooks/{webhook_id}/events/{event_id}/attempts",
-    summary="Every delivery attempt of one event to this endpoint, oldest first",
+    summary="Every delivery attempt of one event to this endpoint, oldest first (or a page "
+    "with limit, after or before)",
     responses={200: {"model": WebhookAttemptList}, **ERRORS},
 )
 async def list_attempts(
-    webhook_id: str, event_id: str, principal: FullPrincipal, services: ServicesDep
+    webhook_id: str,
+    event_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=ATTEMPT_AFTER)] = None,
+    before: Annotated[str | None, Query(description=ATTEMPT_BEFORE)] = None,
 ) -> Response:
+    request = page_request(limit, after, before)
     items = await services.webhooks.attempts(principal, webhook_id, event_id)
-    return listing([attempt_record(a) for a in items])
+    more = False
+    if request is not None:
+        items, more = page_of(items, request, lambda a: a.id, "attempts of this event")
+    return page([attempt_record(a) for a in items], more)
 
 
 @router.post(
