@@ -382,12 +382,26 @@ async def test_webhooks_through_the_async_sdk_and_verify_a_real_delivery(
         assert one["payload"]["data"]["email_id"] == sent["id"]  # type: ignore[typeddict-item]
         attempts = await resend.Webhooks.list_event_attempts_async(hook_id, event["id"])
         [attempt] = attempts["data"]
-        assert dict(attempt)["status_code"] == 200 and dict(attempt)["success"] is True
+        assert (attempt["http_status_code"], dict(attempt)["success"]) == (200, True)
+        assert attempt["sent_at"] and attempts["has_more"] is False
 
         replayed = await resend.Webhooks.replay_event_async(hook_id, event["id"])
         assert (replayed["object"], replayed["id"]) == ("webhook_event", event["id"])
         await eventually(lambda: len(receiver.requests) == 2, what="the replay")
         assert _lower(receiver.requests[1].headers)["svix-id"] == event["id"]
+
+        # a page of events (limit, after), as the SDK asks
+        await resend.Emails.send_async(
+            {"from": "hello@acme.test", "to": ["delivered@simulator.test"], "subject": "2nd"}
+            | {"text": "t"}
+        )
+        await eventually(lambda: len(receiver.requests) == 3, what="the second delivery")
+        newest = await resend.Webhooks.list_events_async(hook_id, {"limit": 1})
+        assert newest["has_more"] is True and newest["data"][0]["id"] != event["id"]
+        older = await resend.Webhooks.list_events_async(
+            hook_id, {"limit": 1, "after": newest["data"][0]["id"]}
+        )
+        assert [e["id"] for e in older["data"]] == [event["id"]] and older["has_more"] is False
 
         rotated = await resend.Webhooks.rotate_signing_secret_async(hook_id)
         assert rotated["id"] == hook_id and rotated["signing_secret"] != secret
@@ -470,6 +484,35 @@ def test_api_keys(sdk: RunningServer) -> None:
     with pytest.raises(resend.exceptions.ResendError) as caught:
         resend.ApiKeys.update({"id": created["id"], "name": "back"})
     assert caught.value.code == 404
+
+
+# Suppressions
+
+
+def test_suppressions(sdk: RunningServer) -> None:
+    address = f"gone-{uuid.uuid4().hex[:8]}@example.com"
+    added = resend.Suppressions.add({"email": address})
+    assert added["id"] and added["object"] == "suppression"
+    by_email = resend.Suppressions.get(address)
+    assert (by_email["id"], by_email["origin"]) == (added["id"], "manual")
+    assert resend.Suppressions.get(added["id"])["email"] == address
+    with pytest.raises(resend.exceptions.ValidationError):
+        send("to a suppressed address", to=[address])
+    more = [resend.Suppressions.add({"email": f"{i}-{address}"})["id"] for i in range(3)]
+    listed = resend.Suppressions.list({"origin": "manual"})
+    assert {added["id"], *more} <= {s["id"] for s in listed["data"]}
+    order = [s["id"] for s in listed["data"]]  # newest first
+    assert listed["has_more"] is False
+    walked = pages(resend.Suppressions.list, 2)  # type: ignore[arg-type]
+    assert [i for page in walked for i in page] == order
+    with pytest.raises(resend.exceptions.ValidationError):  # page forwards only
+        resend.Suppressions.list({"limit": 2, "before": order[-1]})
+    removed = resend.Suppressions.remove(address)
+    assert (removed["id"], removed["deleted"]) == (added["id"], True)
+    assert send("to a removed address", to=[address])
+    with pytest.raises(resend.exceptions.ResendError) as batch:
+        resend.Suppressions.Batch.add({"emails": ["x@example.com"]})  # type: ignore[typeddict-item]
+    assert batch.value.code in (404, 405)
 
 
 # Errors

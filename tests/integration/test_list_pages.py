@@ -136,3 +136,29 @@ async def test_email_ids_beside_time_filters_and_cursors(
     assert before["next_cursor"]  # leads on to older emails: order[2] and on
     rest, _ = await _page(client, tenant, f"/emails?cursor={before['next_cursor']}")
     assert rest == order[2:]
+
+
+async def test_suppressions_take_after_beside_the_cursor_and_refuse_before(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    for i in range(3):
+        response = await client.post(
+            "/suppressions", json={"email": f"s{i}@example.com"}, headers=tenant.headers()
+        )
+        assert response.status_code == 201, response.text
+    order, more = await _page(client, tenant, "/suppressions")
+    assert len(order) == 3 and more is False
+    first = (await client.get("/suppressions?limit=2", headers=tenant.headers())).json()
+    assert [s["id"] for s in first["data"]] == order[:2] and first["has_more"] is True
+    via_id = await _page(client, tenant, f"/suppressions?limit=2&after={order[1]}")
+    via_cursor = await _page(client, tenant, f"/suppressions?cursor={first['next_cursor']}")
+    assert via_id == via_cursor == (order[2:], False)
+
+    other = await make_tenant(services)
+    for url, headers in [
+        (f"/suppressions?before={order[2]}", tenant.headers()),
+        (f"/suppressions?after={order[1]}&cursor={first['next_cursor']}", tenant.headers()),
+        (f"/suppressions?after={new_id()}", tenant.headers()),
+        (f"/suppressions?after={order[1]}", other.headers()),
+    ]:
+        assert_error(await client.get(url, headers=headers), 422, "validation_error")
