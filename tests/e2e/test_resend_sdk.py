@@ -263,7 +263,11 @@ def publish(dns_host: ZoneServer, records: list[dict[str, Any]]) -> None:
 
 def test_domains(sdk: RunningServer, dns_host: ZoneServer) -> None:
     name = f"sdk-{uuid.uuid4().hex[:8]}.test"
-    created = resend.Domains.create({"name": name, "open_tracking": False})
+    created = resend.Domains.create(
+        {"name": name, "open_tracking": False, "custom_return_path": "outbound"}
+    )
+    spf = [r["name"] for r in created["records"] if r["record"] == "SPF"]
+    assert spf and all(n == f"send.{name}" for n in spf)  # custom_return_path is ignored
     assert (created["object"], created["name"], created["status"]) == (
         "domain",
         name,
