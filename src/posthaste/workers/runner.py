@@ -87,9 +87,12 @@ class Worker:
                 await asyncio.wait(running)
         finally:
             # Cancelled (the process is going down hard): its batches stop between statements,
-            # and their leases run out as after a crash.
-            for task in running:
+            # and their leases run out as after a crash. Waited for, so that no statement of
+            # theirs (a lease extension) lands after the worker has stopped.
+            under_way = list(running)
+            for task in under_way:
                 task.cancel()
+            await asyncio.gather(*under_way, return_exceptions=True)
 
     async def run_until_idle(self) -> int:
         """Run every job due now, then return how many ran (for tests and the CLI)."""
