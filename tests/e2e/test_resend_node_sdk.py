@@ -239,11 +239,6 @@ def test_attachments_as_buffer_and_base64(node: NodeBridge, server: RunningServe
     assert fetched["name"] == "validation_error" and "path" in fetched["message"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Node SDK sends 'Accept: */*' (and Content-Type: application/json) on this GET, "
-    "so the server answers the bytes, which the SDK cannot parse as JSON",
-)
 def test_attachments_get(node: NodeBridge) -> None:
     sent = node.ok(
         "emails.send",

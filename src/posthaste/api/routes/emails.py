@@ -270,8 +270,8 @@ async def email_attachments(
 
 @router.get(
     "/emails/{email_id}/attachments/{attachment_id}",
-    summary="Download an attachment (its JSON record with a signed link when Accept asks "
-    "for application/json)",
+    summary="Download an attachment (its JSON record with a signed link when the request asks "
+    "for JSON: Accept: application/json, or a JSON Content-Type)",
     responses={
         200: {
             "content": {
@@ -288,8 +288,9 @@ async def download_attachment(
     principal: FullPrincipal,
     services: ServicesDep,
     accept: Annotated[str | None, Header()] = None,
+    content_type: Annotated[str | None, Header()] = None,
 ) -> Response:
-    if wants_json(accept):
+    if wants_json(accept, content_type):
         details = await services.emails.attachment_details(principal, email_id, attachment_id)
         return json_response(attachment_record(details))
     info, data = await services.emails.attachment(principal, email_id, attachment_id)
