@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ T = TypeVar("T")
 # Called with the channel of each NOTIFY heard; called with nothing when the link is lost.
 Heard = Callable[[str], None]
 Lost = Callable[[], None]
+# How often a SQLite process looks whether another connection has committed (``CommitWatch``).
+SQLITE_WATCH_SECONDS = 0.05
 _MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on PostgreSQL
 
 
@@ -49,6 +52,12 @@ class Forms(Generic[T]):
 
     postgresql: T
     sqlite: T
+
+
+class Listening(Protocol):
+    """What ``Dialect.listen`` hands back: closed when the database closes."""
+
+    async def close(self) -> None: ...
 
 
 class Dialect(Protocol):
@@ -88,8 +97,8 @@ class Dialect(Protocol):
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
-        """A connection that hears other processes' wake-ups, or None where none can come."""
+    ) -> Listening | None:
+        """What hears other processes' wake-ups, or None where none can come."""
         ...
 
     def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
@@ -125,8 +134,10 @@ def among(tx: Tx, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
 
 @dataclass(frozen=True)
 class SqliteDialect:
-    """One machine: a file in WAL mode; writers queue on a lock in the process, and since one
-    process serves it, wake-ups are the in-process callbacks ``Database`` fires after commit."""
+    """One machine: a file in WAL mode; writers queue on a lock in the process (and across
+    processes on SQLite's own lock, ``busy_timeout``); wake-ups are the in-process callbacks
+    ``Database`` fires after commit, and, for the other processes on the file (``posthaste
+    serve`` supervises several), a ``CommitWatch``."""
 
     alters_by_copy = True
 
@@ -163,8 +174,11 @@ class SqliteDialect:
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
-        return None
+    ) -> Listening | None:
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            return None  # no other process can open it
+        return CommitWatch.start(path, channels, heard)
 
     def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # the migration's own write transaction serialises
@@ -215,19 +229,69 @@ class PostgresDialect:
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
+    ) -> Listening | None:
         plain = make_url(url).set(drivername="postgresql")
-        conn = await asyncpg.connect(plain.render_as_string(hide_password=False))
+        conn: asyncpg.Connection = await asyncpg.connect(
+            plain.render_as_string(hide_password=False)
+        )
         for channel in channels:
             await conn.add_listener(channel, lambda _c, _pid, name, _payload: heard(name))
         conn.add_termination_listener(lambda _c: lost())
-        return conn
+        listening: Listening = conn
+        return listening
 
     @contextlib.asynccontextmanager
     async def migrating(self, conn: AsyncConnection) -> AsyncIterator[None]:
         await conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATIONS_LOCK})")
         yield
         await conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MIGRATIONS_LOCK})")
+
+
+class CommitWatch:
+    """SQLite's wake-ups across processes: SQLite has no NOTIFY, but ``PRAGMA data_version``
+    on a connection of its own changes whenever another connection (this process's pool or
+    another process) has committed. Every ``SQLITE_WATCH_SECONDS`` the watch reads it, and on a
+    change wakes every channel: listeners are idempotent (a worker looks for due jobs, a cache
+    forgets), and this fires at most 20 times a second whatever the write rate."""
+
+    def __init__(self, conn: sqlite3.Connection, channels: Collection[str], heard: Heard) -> None:
+        self._conn = conn
+        self._channels = tuple(channels)
+        self._heard = heard
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def start(cls, path: str, channels: Collection[str], heard: Heard) -> CommitWatch:
+        # Read on the event loop itself: ~2 µs, and never waits (no busy timeout: a busy
+        # moment is a miss, looked at again next time).
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=0)
+        watch = cls(conn, channels, heard)
+        watch._task = asyncio.get_running_loop().create_task(watch._run(), name="sqlite-watch")
+        return watch
+
+    def _version(self) -> int | None:
+        try:
+            row = self._conn.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(row[0])
+
+    async def _run(self) -> None:
+        seen = self._version()
+        while True:
+            await asyncio.sleep(SQLITE_WATCH_SECONDS)
+            version = self._version()
+            if version is not None and version != seen:
+                seen = version
+                for channel in self._channels:
+                    self._heard(channel)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._conn.close()
 
 
 def _notify_statement(count: int) -> Any:
