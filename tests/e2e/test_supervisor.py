@@ -230,3 +230,12 @@ def test_a_taken_http_port_stops_serve_with_one_line(base_env: dict[str, str]) -
     assert reasons == [
         f"posthaste: cannot listen on 127.0.0.1:{port} for the API: Address already in use"
     ]
+
+
+def test_children_stop_when_the_supervisor_is_killed(serving: Serve) -> None:
+    pids = list(children(serving.process.pid))
+    assert len(pids) == 4
+    serving.process.kill()
+    serving.process.wait(30)
+    # Their stdin, a pipe the supervisor held, has closed: each drains and exits by itself.
+    until(lambda: not [pid for pid in pids if alive(pid)], "every child to exit")
