@@ -125,7 +125,6 @@ class Child:
     process: asyncio.subprocess.Process | None = None
     started_at: float = 0.0
     backoff: float = FIRST_BACKOFF
-    ready: bool = False
 
     @property
     def pid(self) -> int | None:
@@ -149,7 +148,15 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
         self.children = [Child(role) for role in self.layout.roles()]
-        failure = await self._start_all()
+        starting = asyncio.create_task(self._start_all())
+        stopping = asyncio.create_task(self._stop.wait())
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():  # SIGTERM/SIGINT while children were starting
+            starting.cancel()
+            await self._stop_all()
+            return 0
+        stopping.cancel()
+        failure = starting.result()
         if failure is not None:
             await self._stop_all()
             print(f"posthaste: {failure}", file=sys.stderr)
@@ -181,10 +188,8 @@ class Supervisor:
         finally:
             os.close(write_end)
         child.started_at = time.monotonic()
-        child.ready = False
         line = await _read_report(read_end)
         if line == "ready":
-            child.ready = True
             return None
         if line.startswith("error: "):
             return line.removeprefix("error: ")
@@ -198,8 +203,14 @@ class Supervisor:
         if role == "api":
             command += ["--supervised-http-fd", str(self.http.fileno())]
             fds.append(self.http.fileno())
+        # A session of its own: a terminal's Ctrl-C reaches the supervisor alone, which stops
+        # the children in order; stdin is the lifeline (``server._until_stopped``).
         return await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.PIPE, pass_fds=fds, env=self._child_environ()
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            pass_fds=fds,
+            env=self._child_environ(),
+            start_new_session=True,
         )
 
     def _child_environ(self) -> dict[str, str]:
@@ -229,6 +240,8 @@ class Supervisor:
                 extra={"fields": {"role": child.role, "pid": child.pid, "exit_code": code}},
             )
             await asyncio.sleep(child.backoff)
+            if self._stop.is_set():
+                return
             child.backoff = min(child.backoff * 2, MAX_BACKOFF)
             failure = await self._start(child)
             fields = {"fields": {"role": child.role, "pid": child.pid}}

@@ -239,3 +239,10 @@ def test_children_stop_when_the_supervisor_is_killed(serving: Serve) -> None:
     serving.process.wait(30)
     # Their stdin, a pipe the supervisor held, has closed: each drains and exits by itself.
     until(lambda: not [pid for pid in pids if alive(pid)], "every child to exit")
+
+
+def test_sigint_stops_every_child_too(serving: Serve) -> None:
+    pids = list(children(serving.process.pid))
+    serving.process.send_signal(signal.SIGINT)
+    assert serving.process.wait(60) == 0, serving.output()
+    assert not [pid for pid in pids if alive(pid)]
