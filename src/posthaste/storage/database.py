@@ -86,7 +86,7 @@ class Database:
         self.engine: AsyncEngine = dialect.create_engine(
             url, pool_size, json_serializer=_dump_json, json_deserializer=orjson.loads
         )
-        self._write_lock = dialect.write_lock()
+        self._write_lock = dialect.write_lock(url)
         # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
         # between units; SQLite has no such thing (a write takes the write lock either way).
         autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self.transaction)

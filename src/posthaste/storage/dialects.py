@@ -5,7 +5,8 @@ handed it, and every unit of work carries it as ``tx.dialect``. Everything that 
 the two is asked of it, so no other module tests which database it runs on:
 
 - ``Database``'s engine (pool, SQLite's pragmas and ``BEGIN IMMEDIATE``), its write lock, its
-  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process only), the migration lock;
+  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process and ``CommitWatch``), the
+  migration lock;
 - what the repositories write differently: ``insert`` (``ON CONFLICT``), ``among`` (``IN``);
 - ``pick(forms)``: a query with a PostgreSQL and a SQLite form keeps both side by side under one
   name in its repository, ``Forms(postgresql=…, sqlite=…)`` (``suppressions._LISTED``,
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
@@ -83,8 +86,8 @@ class Dialect(Protocol):
         """SQLAlchemy's async engine for ``url`` (a ``+aiosqlite`` or ``+asyncpg`` URL)."""
         ...
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """What a write transaction holds in this process while it runs."""
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What a write transaction holds while it runs."""
         ...
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
@@ -134,8 +137,8 @@ def among(tx: Tx, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
 
 @dataclass(frozen=True)
 class SqliteDialect:
-    """One machine: a file in WAL mode; writers queue on a lock in the process (and across
-    processes on SQLite's own lock, ``busy_timeout``); wake-ups are the in-process callbacks
+    """One machine: a file in WAL mode; writers queue on a lock in the process, then on one
+    beside the file across processes (``WritersLock``); wake-ups are the in-process callbacks
     ``Database`` fires after commit, and, for the other processes on the file (``posthaste
     serve`` supervises several), a ``CommitWatch``."""
 
@@ -162,9 +165,12 @@ class SqliteDialect:
         event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
         return engine
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        # Writers queue fairly here instead of spinning in SQLite's busy handler.
-        return asyncio.Lock()
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        # Writers queue here instead of sleeping in SQLite's busy handler.
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            return asyncio.Lock()
+        return WritersLock(path + "-writers.lock")
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
         return await conn.execution_options(sqlite_read=True)  # a plain BEGIN: no write lock
@@ -215,7 +221,7 @@ class PostgresDialect:
             url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False, **options
         )
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
         return contextlib.nullcontext()  # row locks and MVCC: writers run side by side
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
@@ -245,6 +251,52 @@ class PostgresDialect:
         await conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATIONS_LOCK})")
         yield
         await conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MIGRATIONS_LOCK})")
+
+
+class WritersLock:
+    """SQLite's writers, of this process and of the others on the file, queue here in turn:
+    an asyncio lock in the process, then an ``flock`` on a file beside the database. SQLite's
+    own busy handler would have them sleep and look again, up to 100 ms at a time, while the
+    lock is free; ``flock`` wakes a waiter as soon as the holder lets go."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._local = asyncio.Lock()
+        self._fd: int | None = None
+
+    async def __aenter__(self) -> None:
+        await self._local.acquire()
+        try:
+            self._fd = await self._lock_file()
+        except BaseException:
+            self._local.release()
+            raise
+
+    async def __aexit__(self, *_: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock
+        self._local.release()
+
+    async def _lock_file(self) -> int:
+        """The lock file, open and locked; a new descriptor each time (closing it unlocks)."""
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass  # another writer has it: wait in a thread, the event loop runs on
+        except BaseException:
+            os.close(fd)
+            raise
+        waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+        try:
+            await asyncio.shield(waiting)
+        except BaseException:
+            # Cancelled while the thread waits: close the file once it has the lock (or fails).
+            waiting.add_done_callback(lambda _: os.close(fd))
+            raise
+        return fd
 
 
 class CommitWatch:
