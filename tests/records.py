@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from posthaste.core.attachment_links import LinkedAttachment
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
 from posthaste.core.ids import new_id
@@ -119,10 +120,21 @@ def events() -> list[Event]:
     ]
 
 
-def attachments() -> list[AttachmentInfo]:
+def attachments() -> list[LinkedAttachment]:
+    url = "http://127.0.0.1:8080/attachments/token.mac"
     return [
-        AttachmentInfo(new_id(), new_id(), "invoice.pdf", "application/pdf", 1234, None, new_id()),
-        AttachmentInfo(new_id(), new_id(), "logo.png", "image/png", 99, "logo", new_id()),
+        LinkedAttachment(
+            AttachmentInfo(
+                new_id(), new_id(), "invoice.pdf", "application/pdf", 1234, None, new_id()
+            ),
+            url,
+            T0,
+        ),
+        LinkedAttachment(
+            AttachmentInfo(new_id(), new_id(), "logo.png", "image/png", 99, "logo", new_id()),
+            url,
+            T0,
+        ),
     ]
 
 

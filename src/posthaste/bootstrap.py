@@ -12,6 +12,7 @@ from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
+from posthaste.core.attachment_links import AttachmentLinks
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
@@ -138,7 +139,7 @@ def build_services(
             senders or DomainSenders(db, settings.default_region),
             idempotency,
         ),
-        emails=EmailQueries(db),
+        emails=EmailQueries(db, AttachmentLinks(settings.secret_key, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
         streams=StreamService(db),

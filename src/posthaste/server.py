@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ from posthaste.workers.runner import Worker
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 10
+GC_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ async def serve(settings: Settings, supervised: Supervised | None = None) -> int
             await announce_bootstrap(services)
         roles.start()
         await services.db.start_listening()
+        settle_heap()
         if supervised is not None:
             await _report_listening(roles, supervised)
         await _until_stopped(roles.tasks, lifeline=supervised is not None)
@@ -123,6 +126,20 @@ async def serve(settings: Settings, supervised: Supervised | None = None) -> int
         await services.close()
     # A supervised child has told the supervisor, which says it once for all.
     return _failure(roles.tasks, say=supervised is None)
+
+
+def settle_heap() -> None:
+    """Keep the garbage collector off what was built at start, and let it run less often.
+
+    Everything imported and built so far (modules, the app, SQLAlchemy's tables, caches) lives
+    as long as the process: ``gc.freeze()`` moves it out of the collector's reach, so a full
+    collection no longer walks it. A request allocates many short-lived containers; a higher
+    first threshold collects them in fewer, larger passes. Measured on the batch send path
+    (bench/README.md): about a quarter more emails per CPU second.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
 
 
 async def _report_listening(roles: Roles, supervised: Supervised) -> None:

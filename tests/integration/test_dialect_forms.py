@@ -96,7 +96,8 @@ async def _outcomes_recorded(db: Database, team: str) -> None:
 
 async def _stream_read(db: Database, team: str) -> None:
     async with db.read() as tx:
-        await events_repo.events_after(tx, team, await events_repo.tail_position(tx), None, 10)
+        start, _ = await events_repo.tail_position(tx, team)
+        await events_repo.events_after(tx, team, start, None, 10)
 
 
 async def _position_read(db: Database, team: str) -> None:

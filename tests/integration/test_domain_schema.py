@@ -1,4 +1,4 @@
-"""Migrations 0003 and 0007 build exactly the tables that ``storage/tables.py`` declares."""
+"""Migrations 0003, 0007 and 0009 build exactly the tables that ``storage/tables.py`` declares."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from sqlalchemy import Connection
 from posthaste.bootstrap import Services
 from posthaste.storage.tables import metadata
 
-DOMAIN_TABLES = {"domains", "domain_claims", "email_subjects"}
+DOMAIN_TABLES = {
+    "domains",
+    "domain_claims",
+    "email_subjects",
+    # migration 0009: the send path's tables without foreign keys
+    "emails",
+    "email_recipients",
+    "email_tags",
+    "attachments",
+}
 
 
 def _table_of(diff: Any) -> str | None:

@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import asyncpg
 import httpx
 import orjson
 import pytest
@@ -19,7 +20,7 @@ from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
 from posthaste.storage import events as events_repo
-from tests.conftest import Tenant
+from tests.conftest import PG_ADMIN_DSN, Tenant
 from tests.webhook_receiver import eventually
 
 Frame = dict[str, str]
@@ -157,6 +158,28 @@ async def test_an_unknown_last_event_id_starts_at_now(
         assert (await reader.event())["id"] == fresh.id
 
 
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_now_leaves_out_what_committed_above_an_open_transaction(
+    services: Services, tenant: Tenant, base_url: str
+) -> None:
+    """An event committed before the reader connects, while an older transaction of the
+    cluster is still open (another database's, as when other suites share the server), sorts
+    above "now"; the reader does not replay it, and gets what is recorded after it connects."""
+    elsewhere = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        held = elsewhere.transaction()
+        await held.start()
+        await elsewhere.fetchval("SELECT txid_current()")  # an xid, held open
+        [before] = await record(services, tenant, "email.queued")
+        async with stream(base_url, tenant) as reader:  # "now" is read while it is open
+            await held.commit()
+            [fresh] = await record(services, tenant, "email.sent")
+            assert (await reader.event())["id"] == fresh.id
+        assert before.id != fresh.id
+    finally:
+        await elsewhere.close()
+
+
 async def test_unknown_types_are_refused(services: Services, tenant: Tenant, base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url) as http:
         response = await http.get("/events/stream?types=email.nope", headers=tenant.headers())
@@ -184,7 +207,7 @@ async def test_a_late_commit_of_an_earlier_event_is_not_skipped(
 ) -> None:
     """Two transactions commit out of id order; the reader must still see both, in order."""
     async with services.db.read() as tx:
-        start = await events_repo.tail_position(tx)
+        start, _ = await events_repo.tail_position(tx, tenant.team.id)
     early = Event(new_id(), tenant.team.id, "email.sent", None, now_ms(), {})
     late = Event(new_id(), tenant.team.id, "email.delivered", None, now_ms(), {})
 

@@ -149,3 +149,64 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
     assert sorted(worker.kinds) == sorted(JobKind)
     assert worker.batch_handlers == {JobKind.DELIVER_EMAIL: services.delivery.deliver_many}
     assert worker.handlers == {JobKind.CHECK_DOMAIN: services.domains.recheck}
+
+
+async def test_a_slow_batch_does_not_hold_up_the_next_claims(services: Services) -> None:
+    """Batches overlap: while the first job's batch waits, the worker claims and runs others."""
+    await _enqueue(services, 4)
+    others_done = asyncio.Event()
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        if job.ref == "ref-0":
+            await asyncio.wait_for(others_done.wait(), 30)  # held until the rest have run
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        ran.append(job.ref)
+        if len(ran) == 3 and "ref-0" not in ran:
+            others_done.set()
+
+    worker = Worker(
+        services.db, {"test_job": handler}, lease_seconds=30, batch_size=1, max_batches=4
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(others_done.wait(), 30)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)  # stop() lets the held batch finish first
+    assert sorted(ran[:3]) == ["ref-1", "ref-2", "ref-3"] and ran[3] == "ref-0"
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0
+
+
+async def test_no_more_batches_than_max_batches_run_at_once(services: Services) -> None:
+    await _enqueue(services, 6)
+    running, peak, release = 0, 0, asyncio.Event()
+    done = asyncio.Event()
+    finished: list[str] = []
+
+    async def handler(job: Job) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        if peak == 2:
+            release.set()
+        await asyncio.wait_for(release.wait(), 30)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        running -= 1
+        finished.append(job.ref)
+        if len(finished) == 6:
+            done.set()
+
+    worker = Worker(
+        services.db, {"test_job": handler}, lease_seconds=30, batch_size=1, max_batches=2
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(done.wait(), 30)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    assert peak == 2

@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posthaste.core.cursors import InvalidCursor, Position, decode_cursor, encode_cursor, page_limit
+from posthaste.core.cursors import (
+    InvalidCursor,
+    PageRequest,
+    Position,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+    page_of,
+)
+from posthaste.errors import ValidationError
 
 uuids = st.uuids().map(str)
 
@@ -67,3 +76,30 @@ def test_cursor_order_matches_position_order() -> None:
 )
 def test_page_limit_falls_back_to_default(raw: str | None, expected: int) -> None:
     assert page_limit(raw, 20) == expected
+
+
+# Resend's paging of a list held whole (an email's attachments)
+ITEMS = ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        (PageRequest(2), (["a", "b"], True)),
+        (PageRequest(5), (ITEMS, False)),
+        (PageRequest(9), (ITEMS, False)),
+        (PageRequest(2, "b"), (["c", "d"], True)),
+        (PageRequest(2, "c"), (["d", "e"], False)),
+        (PageRequest(2, "e"), ([], False)),
+        (PageRequest(2, "e", backwards=True), (["c", "d"], True)),
+        (PageRequest(2, "c", backwards=True), (["a", "b"], False)),
+        (PageRequest(2, "a", backwards=True), ([], False)),
+    ],
+)
+def test_page_of_a_whole_list(request_: PageRequest, expected: tuple[list[str], bool]) -> None:
+    assert page_of(ITEMS, request_, lambda item: item, "letters") == expected
+
+
+def test_page_of_refuses_an_anchor_not_in_the_list() -> None:
+    with pytest.raises(ValidationError, match="'before' must be the id of one of the letters"):
+        page_of(ITEMS, PageRequest(2, "z", backwards=True), lambda item: item, "letters")

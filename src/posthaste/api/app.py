@@ -16,6 +16,7 @@ from posthaste.api.routes import (
     emails,
     event_stream,
     health,
+    links,
     streams,
     suppressions,
     templates,
@@ -42,6 +43,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(emails.router)
     app.include_router(attempts.router)
+    app.include_router(links.router)
     app.include_router(api_keys.router)
     app.include_router(streams.router)
     app.include_router(suppressions.router)

@@ -13,6 +13,7 @@ from posthaste.api.schemas.common import ErrorBody
 
 _REF = "#/components/schemas/{model}"
 _BODY_MODELS: dict[str, type[BaseModel]] = {}
+PAGE_LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}

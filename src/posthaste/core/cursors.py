@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from posthaste.core.ids import is_uuid
 from posthaste.errors import ValidationError
 
 _VERSION = "1"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -86,3 +89,21 @@ def page_request(
     if before:
         return PageRequest(size, before, backwards=True)
     return PageRequest(size, after or None)
+
+
+def page_of(
+    items: Sequence[T], request: PageRequest, id_of: Callable[[T], str], what: str
+) -> tuple[list[T], bool]:
+    """Resend's page of a short list held whole (an email's attachments): ``limit`` items
+    after (before) the one whose id is the anchor, and whether more lie beyond it."""
+    start, end = 0, len(items)
+    if request.anchor is not None:
+        ids = [id_of(item) for item in items]
+        if request.anchor not in ids:
+            raise ValidationError(f"'{request.name}' must be the id of one of the {what}.")
+        at = ids.index(request.anchor)
+        start, end = (0, at) if request.backwards else (at + 1, len(items))
+    if request.backwards:
+        chosen = list(items[max(start, end - request.limit) : end])
+        return chosen, end - start > request.limit
+    return list(items[start : start + request.limit]), end - start > request.limit

@@ -217,7 +217,7 @@ def _attachment(item: object, where: str) -> Attachment:
         content_type = _attachment_string(item, "content_type", where)
         if not _MEDIA_TYPE.fullmatch(content_type):
             raise ValidationError(f"'{where}.content_type' must be a media type like 'image/png'.")
-    content_id = item.get("content_id")
+    content_id = _content_id(item, where)
     if content_id is not None and (
         not isinstance(content_id, str) or not CONTENT_ID.fullmatch(content_id)
     ):
@@ -225,6 +225,18 @@ def _attachment(item: object, where: str) -> Attachment:
             f"'{where}.content_id' must be printable ASCII without spaces or angle brackets."
         )
     return Attachment(filename, content_type.lower(), _content(item, where), content_id)
+
+
+def _content_id(item: dict[str, Any], where: str) -> object:
+    """``content_id``, or Resend's other name for it, ``inline_content_id`` (not two values)."""
+    given = item.get("content_id")
+    other = item.get("inline_content_id")
+    if given is not None and other is not None and given != other:
+        raise ValidationError(
+            f"'{where}.content_id' and '{where}.inline_content_id' name the same thing: "
+            "give one, or the same value in both."
+        )
+    return given if given is not None else other
 
 
 def guess_content_type(filename: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from posthaste.core.attachment_links import LinkedAttachment
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
@@ -73,15 +74,25 @@ def event_record(event: Event) -> dict[str, Any]:
     }
 
 
-def attachment_record(item: AttachmentInfo) -> dict[str, Any]:
+def attachment_record(item: LinkedAttachment) -> dict[str, Any]:
+    """SPEC's filename, content type and size; Resend's disposition and signed link beside."""
+    info = item.info
     return {
         "object": "attachment",
-        "id": item.id,
-        "filename": item.filename,
-        "content_type": item.content_type,
-        "size": item.size,
-        "content_id": item.content_id,
+        "id": info.id,
+        "filename": info.filename,
+        "content_type": info.content_type,
+        "size": info.size,
+        "content_id": info.content_id,
+        "content_disposition": disposition(info),
+        "download_url": item.download_url,
+        "expires_at": format_ms(item.expires_at),
     }
+
+
+def disposition(info: AttachmentInfo) -> str:
+    """Inline when the html refers to it by Content-ID, else a regular attachment."""
+    return "inline" if info.content_id else "attachment"
 
 
 def api_key_record(key: ApiKey) -> dict[str, Any]:
@@ -160,6 +171,10 @@ def domain_record(domain: Domain) -> dict[str, Any]:
         "click_tracking": domain.click_tracking,
         "tls": domain.tls,
         "receiving": domain.receiving,
+        "capabilities": {
+            "sending": "enabled",
+            "receiving": "enabled" if domain.receiving else "disabled",
+        },
         "claimed": domain.claimed,
         "last_checked_at": format_ms(domain.last_checked_at),
     }

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from posthaste.core.attachment_links import AttachmentLinks, LinkedAttachment
 from posthaste.core.cursors import (
     InvalidCursor,
     PageRequest,
     Position,
     decode_cursor,
     encode_cursor,
+    page_of,
 )
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.jobs import JobKind
@@ -47,8 +49,9 @@ def decode_page_cursor(cursor: str | None) -> Position | None:
 
 
 class EmailQueries:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, links: AttachmentLinks) -> None:
         self.db = db
+        self.links = links
 
     async def get(self, principal: Principal, email_id: str) -> Email:
         async with self.db.read() as tx:
@@ -91,21 +94,53 @@ class EmailQueries:
             await _email(tx, principal, email_id)
             return await repo.list_events(tx, principal.team_id, email_id)
 
-    async def attachments(self, principal: Principal, email_id: str) -> list[AttachmentInfo]:
+    async def attachments(
+        self, principal: Principal, email_id: str, request: PageRequest | None = None
+    ) -> tuple[list[LinkedAttachment], bool]:
+        """The email's attachments in message order (a page of them when ``request`` asks),
+        each with a download link, and whether more lie beyond the page."""
         async with self.db.read() as tx:
             await _email(tx, principal, email_id)
-            return await repo.list_attachments(tx, principal.team_id, email_id)
+            items = await repo.list_attachments(tx, principal.team_id, email_id)
+        more = False
+        if request is not None:
+            items, more = page_of(items, request, lambda a: a.id, "email's attachments")
+        now = now_ms()
+        return [self.links.attach(a, principal.team_id, now) for a in items], more
+
+    async def attachment_details(
+        self, principal: Principal, email_id: str, attachment_id: str
+    ) -> LinkedAttachment:
+        async with self.db.read() as tx:
+            info = await repo.find_attachment(tx, principal.team_id, attachment_id, email_id)
+        if info is None:
+            raise _attachment_not_found(attachment_id, email_id)
+        return self.links.attach(info, principal.team_id, now_ms())
 
     async def attachment(
         self, principal: Principal, email_id: str, attachment_id: str
     ) -> tuple[AttachmentInfo, bytes]:
         async with self.db.read() as tx:
-            for item in await repo.list_attachments(tx, principal.team_id, email_id):
-                if item.id == attachment_id:
-                    data = await repo.read_blob(tx, principal.team_id, item.blob_id)
-                    if data is not None:
-                        return item, data
-        raise NotFound(f"Attachment {attachment_id!r} of email {email_id!r} was not found.")
+            found = await _attachment_data(tx, principal.team_id, attachment_id, email_id)
+        if found is None:
+            raise _attachment_not_found(attachment_id, email_id)
+        return found
+
+    async def download(self, token: str) -> tuple[AttachmentInfo, bytes]:
+        """The attachment a signed download link names, while the link holds."""
+        link = self.links.read(token)
+        if link is None:
+            raise NotFound("This download link is not valid.")
+        if link.expires_at <= now_ms():
+            raise NotFound(
+                "This download link has expired: get a new one from "
+                "GET /emails/{email_id}/attachments/{attachment_id} with Accept: application/json."
+            )
+        async with self.db.read() as tx:
+            found = await _attachment_data(tx, link.team_id, link.attachment_id)
+        if found is None:
+            raise NotFound("The attachment is no longer stored.")
+        return found
 
     async def raw(self, principal: Principal, email_id: str) -> bytes:
         async with self.db.read() as tx:
@@ -116,6 +151,20 @@ class EmailQueries:
         if data is None:
             raise NotFound("The raw message is no longer stored (retention).")
         return data
+
+
+def _attachment_not_found(attachment_id: str, email_id: str) -> NotFound:
+    return NotFound(f"Attachment {attachment_id!r} of email {email_id!r} was not found.")
+
+
+async def _attachment_data(
+    tx: Tx, team_id: str, attachment_id: str, email_id: str | None = None
+) -> tuple[AttachmentInfo, bytes] | None:
+    info = await repo.find_attachment(tx, team_id, attachment_id, email_id)
+    if info is None:
+        return None
+    data = await repo.read_blob(tx, team_id, info.blob_id)
+    return None if data is None else (info, data)
 
 
 class EmailChanges:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 import orjson
 
@@ -33,6 +34,14 @@ def sse_frame(event: Event) -> bytes:
     return b"id: %s\nevent: %s\ndata: %s\n\n" % (event.id.encode(), event.type.encode(), data)
 
 
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a connection starts, and the events already committed that it leaves out."""
+
+    position: events_repo.Position
+    already: frozenset[str]
+
+
 class EventStream:
     """Serves stream connections; ``heartbeat`` and ``poll`` are seconds (tests shorten them)."""
 
@@ -50,22 +59,22 @@ class EventStream:
         for waker in self._wakers:
             waker.set()
 
-    async def start(self, team_id: str, last_event_id: str | None) -> events_repo.Position:
+    async def start(self, team_id: str, last_event_id: str | None) -> StreamStart:
         """Where a connection starts: after ``Last-Event-ID`` when known, else at "now"."""
         async with self.db.read() as tx:
             if last_event_id:
                 found = await events_repo.position_of(tx, team_id, last_event_id)
                 if found is not None:
-                    return found
-            return await events_repo.tail_position(tx)
+                    return StreamStart(found, frozenset())
+            return StreamStart(*await events_repo.tail_position(tx, team_id))
 
     async def frames(
-        self, team_id: str, start: events_repo.Position, types: Sequence[str] | None
+        self, team_id: str, start: StreamStart, types: Sequence[str] | None
     ) -> AsyncIterator[bytes]:
         """Every event after ``start`` as it is recorded, with heartbeats while quiet."""
         waker = asyncio.Event()
         self._wakers.add(waker)
-        position, last_sent, recheck = start, time.monotonic(), _RECHECK_FIRST
+        position, last_sent, recheck = start.position, time.monotonic(), _RECHECK_FIRST
         try:
             yield b"retry: 2000\n\n"
             while True:
@@ -73,8 +82,10 @@ class EventStream:
                 waker.clear()  # before reading: a wake during the read is kept for the next turn
                 found = await self._read(team_id, position, types)
                 for event, after in found:
-                    yield sse_frame(event)
-                    position, last_sent = after, time.monotonic()
+                    if event.id not in start.already:
+                        yield sse_frame(event)
+                        last_sent = time.monotonic()
+                    position = after
                 if len(found) == self.batch:
                     continue
                 # Woken for nothing: the event may be held back behind an older transaction

@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, Select, Table, exists, func, select, updat
 
 from posthaste.core.cursors import Position
 from posthaste.core.events import EventType
-from posthaste.core.ids import new_id
+from posthaste.core.ids import is_uuid, new_id
 from posthaste.core.models import (
     Attachment,
     AttachmentInfo,
@@ -311,12 +311,28 @@ async def list_attachments(tx: Tx, team_id: str, email_id: str) -> list[Attachme
         .where(attachments.c.team_id == team_id, attachments.c.email_id == email_id)
         .order_by(attachments.c.position)
     )
-    return [
-        AttachmentInfo(
-            r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id, r.blob_id
-        )
-        for r in await tx.conn.execute(query)
-    ]
+    return [_attachment_info(r) for r in await tx.conn.execute(query)]
+
+
+async def find_attachment(
+    tx: Tx, team_id: str, attachment_id: str, email_id: str | None = None
+) -> AttachmentInfo | None:
+    """The team's attachment by id (of that email when ``email_id`` is given)."""
+    if not is_uuid(attachment_id) or (email_id is not None and not is_uuid(email_id)):
+        return None
+    query = select(attachments).where(
+        attachments.c.team_id == team_id, attachments.c.id == attachment_id
+    )
+    if email_id is not None:
+        query = query.where(attachments.c.email_id == email_id)
+    row = (await tx.conn.execute(query)).first()
+    return None if row is None else _attachment_info(row)
+
+
+def _attachment_info(row: Any) -> AttachmentInfo:
+    return AttachmentInfo(
+        row.id, row.email_id, row.filename, row.content_type, row.size, row.content_id, row.blob_id
+    )
 
 
 async def read_blob(tx: Tx, team_id: str, blob_id: str) -> bytes | None:

@@ -80,19 +80,31 @@ _INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)
 _POSITION: Forms[ColumnElement[Any]] = Forms(postgresql=events.c.txid, sqlite=_ROWID)
 
 
-async def tail_position(tx: Tx) -> Position:
-    """The position of "now": events committed later come after it."""
-    return await tx.dialect.pick(_TAIL)(tx)
+async def tail_position(tx: Tx, team_id: str) -> tuple[Position, frozenset[str]]:
+    """The position of "now" (events committed later come after it), and the ids of the
+    team's events already committed that sort after it all the same.
+
+    On PostgreSQL "now" is the snapshot's xmin: a transaction still open may commit below
+    any later position, so nothing at or above xmin can be skipped. Events committed out of
+    order, above xmin while an older transaction is still open, are already there and are
+    named so that the stream leaves them out. SQLite commits in rowid order: none."""
+    return await tx.dialect.pick(_TAIL)(tx, team_id)
 
 
-async def _tail_postgres(tx: Tx) -> Position:
-    horizon = (await tx.conn.execute(select(_PG_HORIZON))).scalar_one()
-    return int(horizon), ""
+async def _tail_postgres(tx: Tx, team_id: str) -> tuple[Position, frozenset[str]]:
+    # One statement, so the horizon and the events above it come from one snapshot.
+    above = (
+        select(func.array_agg(events.c.id))
+        .where(events.c.team_id == team_id, events.c.txid >= _PG_HORIZON)
+        .scalar_subquery()
+    )
+    horizon, ids = (await tx.conn.execute(select(_PG_HORIZON, above))).one()
+    return (int(horizon), ""), frozenset(ids or ())
 
 
-async def _tail_sqlite(tx: Tx) -> Position:
+async def _tail_sqlite(tx: Tx, team_id: str) -> tuple[Position, frozenset[str]]:
     last = (await tx.conn.execute(select(func.max(_ROWID)).select_from(events))).scalar()
-    return int(last or 0), ""
+    return (int(last or 0), ""), frozenset()
 
 
 _TAIL = Forms(postgresql=_tail_postgres, sqlite=_tail_sqlite)

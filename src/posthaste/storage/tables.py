@@ -83,11 +83,14 @@ blobs = Table(
     Index("ix_blobs_created", "created_at"),
 )
 
+# The send path's tables (emails and their recipients, tags, subjects and attachments) declare
+# no foreign keys: one statement writes an email and its children from the same ids, and a key
+# re-checked that per row at a fifth to a quarter of the statement's cost (migration 0009).
 emails = Table(
     "emails",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("team_id", ID, ForeignKey("teams.id", ondelete="CASCADE"), nullable=False),
+    Column("team_id", ID, nullable=False),
     Column("mode", String(8), nullable=False),
     Column("from_address", Text, nullable=False),
     Column("from_lookup", String(320), nullable=False),
@@ -124,7 +127,7 @@ emails = Table(
 email_recipients = Table(
     "email_recipients",
     metadata,
-    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), primary_key=True),
+    Column("email_id", ID, primary_key=True),
     Column("address", String(320), primary_key=True),
     Column("team_id", ID, nullable=False),
     Column("kind", String(4), nullable=False),
@@ -136,7 +139,7 @@ email_recipients = Table(
 email_tags = Table(
     "email_tags",
     metadata,
-    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), primary_key=True),
+    Column("email_id", ID, primary_key=True),
     Column("key", String(256), primary_key=True),
     Column("value", String(256), nullable=False),
     Column("team_id", ID, nullable=False),
@@ -150,7 +153,7 @@ email_tags = Table(
 email_subjects = Table(
     "email_subjects",
     metadata,
-    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), primary_key=True),
+    Column("email_id", ID, primary_key=True),
     Column("team_id", ID, nullable=False),
     Column("subject", Text, nullable=False),
 )
@@ -159,7 +162,7 @@ attachments = Table(
     "attachments",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("email_id", ID, ForeignKey("emails.id", ondelete="CASCADE"), nullable=False),
+    Column("email_id", ID, nullable=False),
     Column("team_id", ID, nullable=False),
     Column("position", Integer, nullable=False),
     Column("filename", Text, nullable=False),

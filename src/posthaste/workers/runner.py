@@ -4,6 +4,11 @@ No slow poll: a committed job wakes the runner at once (in-process on SQLite, LI
 PostgreSQL). When nothing is due, the runner sleeps until the earliest job (a scheduled email,
 a retry, or a lease running out) falls due, and at most ``idle_check`` seconds as a safety net.
 
+Claimed batches overlap: while one batch builds and signs its messages (CPU), others wait on
+their SMTP sessions and database writes, so up to ``max_batches`` run at once and the next
+claim does not wait for the slowest job of the last batch. Measured with ``bench/delivery.py``
+(see bench/README.md): one batch at a time left the process waiting on itself.
+
 While a claimed batch runs, a heartbeat extends the leases of its unfinished jobs every third of
 the lease, so a slow job (an SMTP session trying several MX hosts) is never claimed twice; the
 lease only bounds how long the jobs of a crashed worker wait. A batch done within a third of the
@@ -39,6 +44,7 @@ class Worker:
         *,
         lease_seconds: float,
         batch_size: int = 32,
+        max_batches: int = 4,
         idle_check: float = 30.0,
         batch_handlers: Mapping[str, BatchHandler] | None = None,
     ) -> None:
@@ -48,6 +54,7 @@ class Worker:
         self.kinds = [*self.handlers, *self.batch_handlers]
         self.lease_ms = int(lease_seconds * 1000)
         self.batch_size = batch_size
+        self.max_batches = max_batches
         self.idle_check = idle_check
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._wake = asyncio.Event()
@@ -60,14 +67,32 @@ class Worker:
         self._wake.set()
 
     async def run(self) -> None:
-        """Claim and run jobs until ``stop()``; a failing job never stops the loop."""
-        while not self._stopping:
-            self._wake.clear()
-            jobs = await self._claim()
-            if jobs:
-                await self._run_all(jobs)
-                continue
-            await self._sleep()
+        """Claim and run jobs until ``stop()``, up to ``max_batches`` batches at once; a
+        failing job never stops the loop. On ``stop()`` the batches under way finish first."""
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                if len(running) < self.max_batches:
+                    jobs = await self._claim()
+                    if jobs:
+                        task = asyncio.create_task(self._run_all(jobs))
+                        running.add(task)
+                        task.add_done_callback(running.discard)
+                        continue
+                    await self._sleep(running)
+                else:
+                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            if running:
+                await asyncio.wait(running)
+        finally:
+            # Cancelled (the process is going down hard): its batches stop between statements,
+            # and their leases run out as after a crash. Waited for, so that no statement of
+            # theirs (a lease extension) lands after the worker has stopped.
+            under_way = list(running)
+            for task in under_way:
+                task.cancel()
+            await asyncio.gather(*under_way, return_exceptions=True)
 
     async def run_until_idle(self) -> int:
         """Run every job due now, then return how many ran (for tests and the CLI)."""
@@ -150,7 +175,8 @@ class Worker:
                 "%d of %d leases were not extended (released or lost)", len(held) - kept, len(held)
             )
 
-    async def _sleep(self) -> None:
+    async def _sleep(self, running: set[asyncio.Task[None]]) -> None:
+        """Until a job is committed or falls due, or a running batch ends (room to claim)."""
         timeout = self.idle_check
         try:
             async with self.db.read() as tx:
@@ -162,5 +188,10 @@ class Worker:
             timeout = min(timeout, max(0.0, (due - now_ms()) / 1000))
         if timeout <= 0:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        woken = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait(
+                {woken, *running}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            woken.cancel()

@@ -1,4 +1,4 @@
-"""/domains: create, list, get, update, delete, verify, regions, and claims."""
+"""/domains: create, list, get, update, delete, verify, regions, and claims (also Resend's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
 from posthaste.api.responses import deleted, json_response, listing, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.domains import (
@@ -27,7 +27,6 @@ from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
 from posthaste.services.domains import DomainService
 
-LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 AFTER = "A domain id: the page after it, in the list's order"
 BEFORE = "A domain id: the page before it, in the list's order"
 
@@ -49,6 +48,19 @@ async def create_domain(
     return json_response(domain_record(domain), 201)
 
 
+@router.post(
+    "/domains/claim",
+    summary="Resend's claim by name: the claim of the team's domain of that name (added if new)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+    openapi_extra=body_schema(CreateDomainRequest),
+)
+async def claim_domain_by_name(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    new = parse_new_domain(json_object(body), services.settings.regions)
+    return json_response((await services.domains.claim_name(principal, new)).as_dict())
+
+
 @router.get(
     "/domains",
     summary="List the team's domains, newest first: the full set, or a page (limit, after, before)",
@@ -57,7 +69,7 @@ async def create_domain(
 async def list_domains(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
     before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:
@@ -135,6 +147,25 @@ async def verify_domain(
 )
 async def claim_domain(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return json_response((await services.domains.claim(principal, domain_id)).as_dict())
+
+
+@router.get(
+    "/domains/{domain_id}/claim",
+    summary="The domain's claim as it stands (404 until one is started)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+)
+async def get_claim(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return json_response((await services.domains.claim_state(principal, domain_id)).as_dict())
+
+
+@router.post(
+    "/domains/{domain_id}/claim/verify",
+    summary="Resend's path for confirming a claim: answers the claim (422 if the record is absent)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+)
+async def verify_claim(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    await services.domains.confirm_claim(principal, domain_id)
+    return json_response((await services.domains.claim_state(principal, domain_id)).as_dict())
 
 
 @router.post(

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Header, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, SendingPrincipal, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
-from posthaste.api.responses import json_response, listing
+from posthaste.api.negotiation import wants_json
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.responses import json_response, listing, page
 from posthaste.api.schemas.emails import (
     AttachmentList,
     BatchResult,
@@ -24,9 +25,9 @@ from posthaste.core.addresses import parse_address
 from posthaste.core.cursors import page_limit, page_request
 from posthaste.core.idempotency import IdempotencyKey, body_fingerprint, idempotency_key
 from posthaste.core.ids import is_uuid, now_ms, parse_rfc3339
-from posthaste.core.models import Email, Origin
+from posthaste.core.models import AttachmentInfo, Email, Origin
 from posthaste.core.send_request import SendRequest, parse_send_request
-from posthaste.core.serialize import attachment_record, email_record, event_record
+from posthaste.core.serialize import attachment_record, disposition, email_record, event_record
 from posthaste.core.status import EmailStatus
 from posthaste.errors import PosthasteError, ValidationError
 from posthaste.services.idempotency import Replay
@@ -63,7 +64,10 @@ async def send_email(
     openapi_extra=body_schema(SendEmailRequest, array=True),
 )
 async def send_batch(
-    principal: SendingPrincipal, services: ServicesDep, body: JsonBody
+    principal: SendingPrincipal,
+    services: ServicesDep,
+    body: JsonBody,
+    batch_validation: Annotated[str | None, Header(alias="x-batch-validation")] = None,
 ) -> Response:
     # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
     if not isinstance(body, list):
@@ -73,7 +77,15 @@ async def send_batch(
     now = now_ms()
     items = [_parsed(item, now) for item in body]
     outcomes = await services.sending.accept_batch(principal.sender, Origin.BATCH, items)
-    return json_response({"data": [_batch_entry(i, o) for i, o in enumerate(outcomes)]})
+    entries = [_batch_entry(i, o) for i, o in enumerate(outcomes)]
+    result: dict[str, Any] = {"data": entries}
+    # Items always stand alone (SPEC), whichever mode Resend's SDKs ask for; 'permissive' also
+    # gets Resend's list of the failed items beside the per-item entries.
+    if (batch_validation or "").strip().lower() == "permissive":
+        result["errors"] = [
+            {"index": e["index"], "message": e["error"]["message"]} for e in entries if "error" in e
+        ]
+    return json_response(result)
 
 
 def _idempotency_key(header: str, body: object) -> IdempotencyKey:
@@ -239,30 +251,58 @@ async def email_events(email_id: str, principal: FullPrincipal, services: Servic
 
 @router.get(
     "/emails/{email_id}/attachments",
-    summary="List the email's attachments",
+    summary="List the email's attachments in message order: all, or a page with limit, "
+    "after or before",
     responses={200: {"model": AttachmentList}, **ERRORS},
 )
 async def email_attachments(
-    email_id: str, principal: FullPrincipal, services: ServicesDep
+    email_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description="An attachment id: the page after it")] = None,
+    before: Annotated[str | None, Query(description="An attachment id: the page before it")] = None,
 ) -> Response:
-    items = await services.emails.attachments(principal, email_id)
-    return listing([attachment_record(a) for a in items])
+    request = page_request(limit, after, before)
+    items, more = await services.emails.attachments(principal, email_id, request)
+    return page([attachment_record(a) for a in items], more)
 
 
 @router.get(
     "/emails/{email_id}/attachments/{attachment_id}",
-    summary="Download an attachment",
-    responses={200: {"content": {"application/octet-stream": {}}}, **ERRORS},
+    summary="Download an attachment (its JSON record with a signed link when the request asks "
+    "for JSON: Accept: application/json, or a JSON Content-Type)",
+    responses={
+        200: {
+            "content": {
+                "application/octet-stream": {},
+                "application/json": {"schema": {"$ref": "#/components/schemas/AttachmentRecord"}},
+            }
+        },
+        **ERRORS,
+    },
 )
 async def download_attachment(
-    email_id: str, attachment_id: str, principal: FullPrincipal, services: ServicesDep
+    email_id: str,
+    attachment_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    accept: Annotated[str | None, Header()] = None,
+    content_type: Annotated[str | None, Header()] = None,
 ) -> Response:
+    if wants_json(accept, content_type):
+        details = await services.emails.attachment_details(principal, email_id, attachment_id)
+        return json_response(attachment_record(details))
     info, data = await services.emails.attachment(principal, email_id, attachment_id)
-    disposition = "inline" if info.content_id else "attachment"
+    return attachment_download(info, data)
+
+
+def attachment_download(info: AttachmentInfo, data: bytes) -> Response:
+    """The attachment's bytes, as a browser or a script saves them."""
     return Response(
         data,
         media_type=info.content_type,
-        headers={"Content-Disposition": _disposition(disposition, info.filename)},
+        headers={"Content-Disposition": _disposition(disposition(info), info.filename)},
     )
 
 

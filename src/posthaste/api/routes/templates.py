@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.templates import (
@@ -29,7 +29,6 @@ from posthaste.core.serialize import template_record
 from posthaste.core.template_fields import parse_new_template, parse_template_changes
 from posthaste.services.templates import TemplateService
 
-LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 AFTER = "A template id: the page after it, in the list's order"
 BEFORE = "A template id: the page before it, in the list's order"
 
@@ -60,7 +59,7 @@ async def create_template(
 async def list_templates(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=LIMIT)] = None,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
     before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:

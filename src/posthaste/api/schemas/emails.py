@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,7 @@ class AttachmentIn(BaseModel):
         "anything else is a validation_error"
     )
     content_id: str | None = Field(None, description="Makes the attachment inline (cid: URL)")
+    inline_content_id: str | None = Field(None, description="Resend's other name for content_id")
 
 
 class TagIn(BaseModel):
@@ -102,8 +103,17 @@ class BatchEntry(BaseModel):
     error: BatchError | None = None
 
 
+class BatchFailure(BaseModel):
+    index: int
+    message: str
+
+
 class BatchResult(BaseModel):
     data: list[BatchEntry]
+    errors: list[BatchFailure] | None = Field(
+        default=None,
+        description="Only with the header x-batch-validation: permissive: the failed items",
+    )
 
 
 class EventRecord(BaseModel):
@@ -126,8 +136,12 @@ class AttachmentRecord(BaseModel):
     content_type: str
     size: int
     content_id: str | None
+    content_disposition: Literal["inline", "attachment"]
+    download_url: str = Field(description="Fetches the file without a key until expires_at")
+    expires_at: str
 
 
 class AttachmentList(BaseModel):
     object: str = "list"
     data: list[AttachmentRecord]
+    has_more: bool

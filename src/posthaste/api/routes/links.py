@@ -1,0 +1,22 @@
+"""Public links, served without an API key: the signed token in the path is the credential."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import Response
+
+from posthaste.api.deps import ServicesDep
+from posthaste.api.openapi import ERRORS
+from posthaste.api.routes.emails import attachment_download
+
+router = APIRouter(tags=["links"])
+
+
+@router.get(
+    "/attachments/{token}",
+    summary="Download an attachment by the signed link in its download_url (no key; expires)",
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: ERRORS[404]},
+)
+async def linked_attachment(token: str, services: ServicesDep) -> Response:
+    info, data = await services.emails.download(token)
+    return attachment_download(info, data)
