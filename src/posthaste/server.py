@@ -18,15 +18,20 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-
-from posthaste.api.app import create_app
-from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
-from posthaste.services.api_keys import CreatedKey
-from posthaste.smtp.relay import RelayServer
-from posthaste.workers.runner import Worker
+
+# Each role imports what it runs when it starts (``Roles.start``): a worker process never
+# loads the web framework, an API process never loads the SMTP server, and the supervisor,
+# which imports this module for its constants, loads none of them.
+if TYPE_CHECKING:
+    import uvicorn
+
+    from posthaste.bootstrap import Services
+    from posthaste.services.api_keys import CreatedKey
+    from posthaste.smtp.relay import RelayServer
+    from posthaste.workers.runner import Worker
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 10
@@ -71,6 +76,8 @@ class Roles:
             sockets = None if self.http_socket is None else [self.http_socket]
             self.tasks.append(asyncio.create_task(self.api.serve(sockets), name="api"))
         if role in ("smtp", "all"):
+            from posthaste.smtp.relay import RelayServer
+
             self.relay = RelayServer.from_settings(self.services)
             if self.relay.listeners:
                 self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
@@ -108,6 +115,8 @@ class Roles:
 
 async def serve(settings: Settings, supervised: Supervised | None = None) -> int:
     """Run this process's roles until SIGTERM/SIGINT (0), or until one fails (1, with why)."""
+    from posthaste.bootstrap import build_services, migrate
+
     if supervised is None:
         await migrate(settings)
     services = build_services(settings)
@@ -187,6 +196,10 @@ def _on_lifeline(stop: asyncio.Event) -> None:
 
 
 def _api_server(services: Services) -> uvicorn.Server:
+    import uvicorn
+
+    from posthaste.api.app import create_app
+
     settings = services.settings
     config = uvicorn.Config(
         create_app(services),
@@ -204,6 +217,23 @@ def _api_server(services: Services) -> uvicorn.Server:
     server = uvicorn.Server(config)
     log.info("API listening on http://%s:%s", settings.http_host, settings.http_port)
     return server
+
+
+async def prepare(settings: Settings) -> int:
+    """What the supervisor has done once, before its children start (``supervisor.py``): the
+    schema, the first run's team and keys (printed here), the relay's certificate."""
+    from posthaste.bootstrap import build_services, migrate
+    from posthaste.smtp.tls import certificate_files
+
+    await migrate(settings)
+    services = build_services(settings)
+    try:
+        await announce_bootstrap(services)
+    finally:
+        await services.close()
+    if settings.smtp_relay_port or settings.smtp_relay_tls_port:
+        certificate_files(settings)
+    return 0
 
 
 async def announce_bootstrap(services: Services) -> None:

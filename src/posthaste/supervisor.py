@@ -4,8 +4,9 @@ Python runs one core per process, so by default ``serve`` (role ``all``) starts 
 child processes, ``python -m posthaste.cli serve --role R``: API processes sharing the HTTP
 socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``), and
 worker processes (deliveries and webhooks) sharing the queues through the database. Before any
-child starts, the supervisor migrates, makes the first run's team and keys (printed once, here)
-and the relay's self-signed certificate, so children never race for them.
+child starts, a short-lived process (``server.prepare``) migrates, makes the first run's team
+and keys (printed once) and the relay's self-signed certificate, so children never race for
+them; the supervisor itself never imports the application and stays small.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s; back to 0.5 s once
 a child has run a minute). A child that cannot start at first (it exits, or reports an error,
@@ -26,10 +27,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from posthaste.bootstrap import build_services, migrate
 from posthaste.config import Role, Settings
-from posthaste.server import SHUTDOWN_GRACE_SECONDS, announce_bootstrap
-from posthaste.smtp.tls import certificate_files
+from posthaste.server import SHUTDOWN_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,13 @@ async def supervise(settings: Settings, layout: Layout) -> int:
         print(f"posthaste: cannot listen on {where} for the API: {_reason(exc)}", file=sys.stderr)
         return 1
     with http:
-        await _prepare(settings, layout)
+        code = await _prepare(settings)
+        if code != 0:
+            print(
+                f"posthaste: preparing the database failed (exit code {code}; its log is above)",
+                file=sys.stderr,
+            )
+            return 1
         supervisor = Supervisor(settings, layout, http)
         return await supervisor.run()
 
@@ -105,16 +110,24 @@ def _bind_http(settings: Settings) -> socket.socket:
     return socket.create_server(address, family=family, backlog=HTTP_BACKLOG)
 
 
-async def _prepare(settings: Settings, layout: Layout) -> None:
-    """What must happen once, before any child: schema, first-run keys, relay certificate."""
-    await migrate(settings)
-    services = build_services(settings)
-    try:
-        await announce_bootstrap(services)
-    finally:
-        await services.close()
-    if layout.smtp:
-        certificate_files(settings)
+async def _prepare(settings: Settings) -> int:
+    """What must happen once, before any child (schema, first-run keys, relay certificate),
+    done by a short-lived process (``server.prepare``): the supervisor itself never imports
+    the application, so it stays a small process for as long as ``serve`` runs."""
+    command = [sys.executable, "-m", "posthaste.cli", "serve", "--supervised-prepare"]
+    process = await asyncio.create_subprocess_exec(*command, env=_environ(settings))
+    return await process.wait()
+
+
+def _environ(settings: Settings) -> dict[str, str]:
+    """This process's environment, with what the command line set here (host, port)."""
+    environ = dict(os.environ)
+    environ["POSTHASTE_HTTP_HOST"] = settings.http_host
+    environ["POSTHASTE_HTTP_PORT"] = str(settings.http_port)
+    environ["POSTHASTE_PUBLIC_URL"] = settings.public_url
+    environ.pop("POSTHASTE_ROLE", None)
+    environ.pop("POSTHASTE_PROCESSES", None)
+    return environ
 
 
 @dataclass
@@ -214,13 +227,8 @@ class Supervisor:
         )
 
     def _child_environ(self) -> dict[str, str]:
-        """This process's environment, with what the command line set here (host, port)."""
-        environ = dict(os.environ)
-        environ["POSTHASTE_HTTP_HOST"] = self.settings.http_host
-        environ["POSTHASTE_HTTP_PORT"] = str(self.http.getsockname()[1])
-        environ["POSTHASTE_PUBLIC_URL"] = self.settings.public_url
-        environ.pop("POSTHASTE_ROLE", None)
-        environ.pop("POSTHASTE_PROCESSES", None)
+        environ = _environ(self.settings)
+        environ["POSTHASTE_HTTP_PORT"] = str(self.http.getsockname()[1])  # when given as 0
         return environ
 
     async def _watch(self, child: Child) -> None:
