@@ -246,3 +246,22 @@ def test_sigint_stops_every_child_too(serving: Serve) -> None:
     serving.process.send_signal(signal.SIGINT)
     assert serving.process.wait(60) == 0, serving.output()
     assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_database_that_cannot_be_prepared_stops_serve_with_one_line(
+    base_env: dict[str, str],
+) -> None:
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {
+        **base_env,
+        "POSTHASTE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/nowhere",
+        "POSTHASTE_SECRET_KEY": "s" * 40,
+    }
+    serve = start(env, "--processes", "2")
+    code = serve.process.wait(120)
+    assert code == 1
+    reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
+    assert reasons and reasons[-1].startswith("posthaste: preparing the database failed")
+    assert not children(serve.process.pid)
