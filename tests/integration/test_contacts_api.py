@@ -10,10 +10,15 @@ import pytest
 from sqlalchemy import func, select
 
 from posthaste.bootstrap import Services
+from posthaste.core.contacts import Contact
 from posthaste.core.ids import new_id
+from posthaste.storage import contacts as contacts_repo
+from posthaste.storage import segments as segments_repo
 from posthaste.storage.tables import contacts
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import events_of
+
+T0 = 1_767_225_600_000
 
 
 async def create(
@@ -242,3 +247,54 @@ async def test_the_full_list_streams_every_contact_oldest_first_and_pages_on_req
     assert unknown.status_code == 422
     both = await client.get(f"/contacts?after={ids[0]}&before={ids[1]}", headers=tenant.headers())
     assert both.status_code == 422
+
+
+async def test_contact_events_reach_webhook_endpoints(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    hook = await client.post(
+        "/webhooks",
+        json={
+            "endpoint": "https://93.184.216.34/hooks",  # public, never contacted here
+            "events": ["contact.created", "contact.updated", "contact.deleted"],
+        },
+        headers=tenant.headers(),
+    )
+    assert hook.status_code == 201
+    created = (await create(client, tenant)).json()
+    updated = await client.patch(
+        f"/contacts/{created['id']}", json={"unsubscribed": True}, headers=tenant.headers()
+    )
+    await client.delete(f"/contacts/{created['id']}", headers=tenant.headers())
+    events = await client.get(f"/webhooks/{hook.json()['id']}/events", headers=tenant.headers())
+    delivered = {e["type"]: e["payload"]["data"] for e in events.json()["data"]}
+    assert delivered == {
+        "contact.created": created,
+        "contact.updated": updated.json(),
+        "contact.deleted": updated.json(),
+    }
+
+
+async def test_a_large_list_streams_whole_and_in_order(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    """More rows than one database fetch and more bytes than one response chunk."""
+    segment_id = (
+        await client.post("/segments", json={"name": "Half"}, headers=tenant.headers())
+    ).json()["id"]
+    made = []
+    async with services.db.transaction() as tx:
+        for i in range(1500):
+            at = T0 + i
+            item = Contact(
+                new_id(), tenant.team.id, f"c{i}@example.com", f"c{i}@example.com",
+                f"Name {i}", None, False, {"n": i}, at, at,
+            )  # fmt: skip
+            assert await contacts_repo.insert_contact(tx, item)
+            if i % 2:
+                await segments_repo.add_members(tx, tenant.team.id, item.id, [segment_id], at)
+            made.append(item.id)
+    full = await client.get("/contacts", headers=tenant.headers())
+    assert [c["id"] for c in full.json()["data"]] == made
+    members = await client.get(f"/segments/{segment_id}/contacts", headers=tenant.headers())
+    assert [c["id"] for c in members.json()["data"]] == made[1::2]

@@ -15,10 +15,14 @@ from posthaste.storage import segments as segments_repo
 from posthaste.storage.database import Database, Tx
 
 
-async def _existing(tx: Tx, principal: Principal, segment_id: str) -> Segment:
+async def _existing(
+    tx: Tx, principal: Principal, segment_id: str, *, hold: bool = False
+) -> Segment:
     found = None
     if is_uuid(segment_id):
-        found = await segments_repo.get_segment(tx, principal.team_id, segment_id.lower())
+        found = await segments_repo.get_segment(
+            tx, principal.team_id, segment_id.lower(), hold=hold
+        )
     if found is None:
         raise NotFound(f"Segment {segment_id!r} was not found.")
     return found
@@ -67,8 +71,8 @@ class SegmentService:
     async def add_contact(self, principal: Principal, contact_ref: str, segment_id: str) -> Segment:
         """Put the contact in the segment; a contact already in it stays (same answer)."""
         async with self.db.transaction() as tx:
-            contact = await existing_contact(tx, principal, contact_ref)
-            segment = await _existing(tx, principal, segment_id)
+            contact = await existing_contact(tx, principal, contact_ref, for_update=True)
+            segment = await _existing(tx, principal, segment_id, hold=True)
             await segments_repo.add_members(
                 tx, principal.team_id, contact.id, [segment.id], now_ms()
             )

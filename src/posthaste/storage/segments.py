@@ -27,18 +27,26 @@ async def insert_segment(tx: Tx, segment: Segment) -> None:
     )  # fmt: skip
 
 
-async def get_segment(tx: Tx, team_id: str, segment_id: str) -> Segment | None:
+async def get_segment(
+    tx: Tx, team_id: str, segment_id: str, *, hold: bool = False
+) -> Segment | None:
+    """The team's segment; ``hold`` keeps it from being deleted until the transaction ends
+    (PostgreSQL ``FOR KEY SHARE``: members can be added to it meanwhile, by others too)."""
     query = select(segments).where(segments.c.team_id == team_id, segments.c.id == segment_id)
+    if hold:
+        query = query.with_for_update(read=True, key_share=True)
     row = (await tx.conn.execute(query)).first()
     return _segment(row) if row else None
 
 
 async def existing_ids(tx: Tx, team_id: str, segment_ids: Collection[str]) -> set[str]:
-    """Which of ``segment_ids`` are the team's segments."""
+    """Which of ``segment_ids`` are the team's segments, held as ``get_segment`` does."""
     if not segment_ids:
         return set()
-    query = select(segments.c.id).where(
-        segments.c.team_id == team_id, among(tx, segments.c.id, list(segment_ids))
+    query = (
+        select(segments.c.id)
+        .where(segments.c.team_id == team_id, among(tx, segments.c.id, list(segment_ids)))
+        .with_for_update(read=True, key_share=True)
     )
     return {row.id for row in await tx.conn.execute(query)}
 

@@ -42,11 +42,14 @@ async def get_topic(
 
 
 async def existing_ids(tx: Tx, team_id: str, topic_ids: Collection[str]) -> set[str]:
-    """Which of ``topic_ids`` are the team's topics."""
+    """Which of ``topic_ids`` are the team's topics; they are kept from being deleted until
+    the transaction ends (PostgreSQL ``FOR KEY SHARE``), so choices for them can be stored."""
     if not topic_ids:
         return set()
-    query = select(topics.c.id).where(
-        topics.c.team_id == team_id, among(tx, topics.c.id, list(topic_ids))
+    query = (
+        select(topics.c.id)
+        .where(topics.c.team_id == team_id, among(tx, topics.c.id, list(topic_ids)))
+        .with_for_update(read=True, key_share=True)
     )
     return {row.id for row in await tx.conn.execute(query)}
 
