@@ -1,4 +1,5 @@
-"""CPU accounting from /proc: who used the cores during a measurement (Linux only)."""
+"""CPU and memory accounting from /proc: who used the cores, and how much memory a process tree
+holds (Linux only)."""
 
 from __future__ import annotations
 
@@ -80,17 +81,68 @@ def _postgres_seconds() -> float:
     return total
 
 
-def tree_seconds(root: int) -> float:
-    """CPU seconds of a process, its live children and the children it already reaped (a
-    master process whose workers come and go, like Postfix's ``master``)."""
-    fields = _stat_fields(root)
-    if not fields:
-        return 0.0
-    total = sum(int(value) for value in fields[11:15]) / TICK  # utime, stime, cutime, cstime
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (exists and is not a zombie waiting to be reaped)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and every live descendant of it (children, their children, ...); [] when
+    ``root`` is gone."""
+    if not _stat_fields(root):
+        return []
+    children: dict[int, list[int]] = {}
     for entry in PROC.iterdir():
-        if entry.name.isdigit() and (child := _stat_fields(entry.name)) and child[1] == str(root):
-            total += (int(child[11]) + int(child[12])) / TICK
+        if entry.name.isdigit() and (fields := _stat_fields(entry.name)):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found = [root]
+    for pid in found:  # grows as it goes: breadth first
+        found.extend(children.get(pid, []))
+    return found
+
+
+def tree_seconds(root: int) -> float:
+    """CPU seconds of a process and all its descendants, the ones already reaped included (a
+    master process whose workers come and go, like Postfix's ``master``; a supervisor)."""
+    total = 0.0
+    for pid in tree_pids(root):
+        fields = _stat_fields(pid)
+        if fields:  # utime, stime, and cutime, cstime: its children that exited and were reaped
+            total += sum(int(value) for value in fields[11:15]) / TICK
     return total
+
+
+@dataclass(frozen=True)
+class Memory:
+    rss: int  # bytes resident, summed over the processes (shared pages counted in each)
+    pss: int  # bytes, each shared page divided among the processes sharing it
+
+    @property
+    def rss_mib(self) -> float:
+        return round(self.rss / 2**20, 1)
+
+    @property
+    def pss_mib(self) -> float:
+        return round(self.pss / 2**20, 1)
+
+
+def _kib(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def memory(pids: Sequence[int]) -> Memory:
+    """Resident memory of ``pids`` together: RSS summed, and PSS (``smaps_rollup``; 0 where it
+    cannot be read), which counts pages that forked processes share once."""
+    rss = sum(_kib(PROC / str(pid) / "status", "VmRSS:") for pid in pids)
+    pss = sum(_kib(PROC / str(pid) / "smaps_rollup", "Pss:") for pid in pids)
+    return Memory(rss * 1024, pss * 1024)
 
 
 def _busy_ticks() -> int:

@@ -2,7 +2,7 @@
 
 Three processes share the machine's cores, as in production on one box:
 
-- a sink: aiosmtpd on loopback that answers 250 at once (``python -m bench.delivery sink``);
+- a sink: aiosmtpd on loopback that answers 250 at once (``bench/sink.py``);
 - the worker(s): the real ``Worker`` and ``DeliveryService`` built by ``build_services``, with a
   DKIM key for the sender's domain (``python -m bench.delivery worker``; ``posthaste serve``
   cannot be given a key until the domains feature lands);
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -39,7 +38,7 @@ from sqlalchemy import func, select
 from tests.dkim_keys import StaticSigningKeys, make_key
 from tests.senders import AnySender
 
-from bench import cpu, payload, postfix
+from bench import cpu, payload, postfix, sink
 from bench.server import SECRET_KEY, Backend, free_port, prepared, pythonpath
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import DeliveryTarget, Settings
@@ -52,36 +51,6 @@ from posthaste.storage.tables import emails
 
 KEY = make_key("acme.test")
 BATCH = 100
-
-
-# --- the sink -------------------------------------------------------------------------------
-
-
-class CountingSink:
-    def __init__(self) -> None:
-        self.received = 0
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.received += 1
-        return f"250 2.0.0 Ok: queued as B{self.received}"
-
-
-async def run_sink(port: int) -> None:
-    from aiosmtpd.smtp import SMTP
-
-    sink = CountingSink()
-
-    class Sink(SMTP):  # type: ignore[misc]
-        async def smtp_XCOUNT(self, arg: str) -> None:
-            """How many messages the sink has taken: how a baseline knows Postfix is done."""
-            await self.push(f"250 {sink.received}")
-
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Sink(sink, hostname="sink.bench"), "127.0.0.1", port)
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    server.close()
 
 
 # --- the worker -----------------------------------------------------------------------------
@@ -132,16 +101,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
-async def _wait_for_port(port: int) -> None:
-    for _ in range(200):
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
 async def baseline(port: int, count: int, connections: int) -> float:
     """Messages/s of a bare aiosmtplib loop: one signed 5 KB message, reused connections."""
     raw = sign_message(_sample_message(), KEY, int(time.time()))
@@ -156,58 +115,6 @@ async def baseline(port: int, count: int, connections: int) -> float:
     started = time.perf_counter()
     await asyncio.gather(*(one_connection(count // connections) for _ in range(connections)))
     return (count // connections * connections) / (time.perf_counter() - started)
-
-
-async def sink_count(port: int) -> int:
-    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=port, start_tls=False)
-    await client.connect()
-    reply = await client.execute_command(b"XCOUNT")
-    await client.quit()
-    return int(reply.message)
-
-
-async def postfix_baseline(
-    sink_port: int, sink_pid: int, count: int, connections: int
-) -> dict[str, float]:
-    """Postfix relaying ``count`` unsigned messages to the sink: messages/s, submission to the
-    sink's last 250, and the CPU ms per message of Postfix's processes and of the sink's."""
-    raw = _sample_message()
-    with postfix.running(free_port(), sink_port) as instance:
-        before = await sink_count(sink_port)
-        cpu_before = instance.cpu_seconds(), cpu.snapshot({"sink": [sink_pid]})
-        started = time.perf_counter()
-
-        async def submit(share: int, connection: int) -> None:
-            client = aiosmtplib.SMTP(hostname="127.0.0.1", port=instance.port, start_tls=False)
-            await client.connect()
-            for index in range(share):
-                rcpt = f"c{connection}-{index}@example.test"
-                await client.sendmail("bounces@send.acme.test", [rcpt], raw)
-            await client.quit()
-
-        share = count // connections
-        await asyncio.gather(*(submit(share, n) for n in range(connections)))
-        submitted = time.perf_counter() - started
-        progress = (0, time.monotonic())
-        while True:  # the sink is another process: poll it
-            arrived = await sink_count(sink_port) - before
-            if arrived >= share * connections:
-                break
-            if arrived > progress[0]:
-                progress = (arrived, time.monotonic())
-            elif time.monotonic() - progress[1] > 60:  # deferred or bounced: say so, not hang
-                log = instance.log.read_text()[-3000:]
-                raise RuntimeError(f"Postfix stopped at {arrived} of {share * connections}:\n{log}")
-            await asyncio.sleep(0.1)
-        elapsed = time.perf_counter() - started
-        total = share * connections
-        sink_cpu = cpu.snapshot({"sink": [sink_pid]}).processes["sink"]
-        return {
-            "per_s": total / elapsed,
-            "accept_per_s": total / submitted,
-            "postfix_cpu_ms": 1000 * (instance.cpu_seconds() - cpu_before[0]) / total,
-            "sink_cpu_ms": 1000 * (sink_cpu - cpu_before[1].processes["sink"]) / total,
-        }
 
 
 def _sample_message() -> bytes:
@@ -268,13 +175,12 @@ async def pipeline(
 
 async def measure(args: argparse.Namespace, backend: Backend) -> None:
     port = free_port()
-    sink = _spawn("sink", "--port", str(port))
-    try:
-        await _wait_for_port(port)
+    with sink.running(port) as sink_pid:
         base = await baseline(port, args.baseline_messages, args.connections)
         relayed = None
         if args.postfix and postfix.available():
-            relayed = await postfix_baseline(port, sink.pid, args.emails, 16)
+            raw = _sample_message()
+            relayed = await postfix.relay_to_sink(port, sink_pid, args.emails, 16, lambda _: raw)
         url = backend.server_database_url
         settings = bench_settings(url, backend.data_dir, port)
         await migrate(settings)
@@ -286,7 +192,7 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
         try:
             pids = {
                 "workers": [worker.pid for worker in workers],
-                "sink": [sink.pid],
+                "sink": [sink_pid],
                 "acceptor": [os.getpid()],
             }
             result = await pipeline(services, args.emails, args.acceptors, pids)
@@ -294,8 +200,6 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
             for worker in workers:
                 _stop(worker)
             await services.close()
-    finally:
-        _stop(sink)
     report(args, result, base, relayed)
 
 
@@ -333,8 +237,6 @@ def report(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.delivery", description=__doc__)
     sub = parser.add_subparsers(dest="role")
-    sink = sub.add_parser("sink")
-    sink.add_argument("--port", type=int, required=True)
     worker = sub.add_parser("worker")
     worker.add_argument("database_url")
     worker.add_argument("data_dir", type=Path)
@@ -351,9 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     run = uvloop.run  # every process on uvloop, as ``posthaste serve`` runs
-    if args.role == "sink":
-        run(run_sink(args.port))
-    elif args.role == "worker":
+    if args.role == "worker":
         run(run_worker(args.database_url, args.data_dir, args.sink_port, args.batch))
     else:
         with (

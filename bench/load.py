@@ -87,6 +87,25 @@ async def closed_loop(target: Target, concurrency: int, window: Window) -> Recor
     return recorder
 
 
+async def counted(target: Target, requests: int, concurrency: int) -> Recorder:
+    """``requests`` requests in all from ``concurrency`` clients, each sending the next as soon
+    as its last one answers; every request is recorded."""
+    recorder = Recorder()
+    bodies = itertools.cycle(target.bodies)
+    left = iter(range(requests))
+
+    async def client(http: aiohttp.ClientSession, url: str) -> None:
+        for _ in left:  # shared: the clients take the requests one at a time
+            start = time.perf_counter()
+            accepted, error = await _post(http, url, target, next(bodies))
+            recorder.add(start, time.perf_counter(), accepted, error)
+
+    async with session(concurrency) as http:
+        urls = target.urls
+        await asyncio.gather(*(client(http, urls[i % len(urls)]) for i in range(concurrency)))
+    return recorder
+
+
 @dataclass
 class OpenLoopResult:
     recorder: Recorder

@@ -76,12 +76,58 @@ def test_manage_templates_with_the_sdk(sdk: RunningServer) -> None:
     resend.Templates.update({"id": created["id"], "subject": "Deal: {{ X }}"})
     assert resend.Templates.get(alias)["subject"] == "Deal: {{ X }}"
     copy = resend.Templates.duplicate(created["id"])
-    assert resend.Templates.get(copy["id"])["alias"] == f"{alias}-copy"
+    assert (copy["object"], resend.Templates.get(copy["id"])["alias"]) == (
+        "template",
+        f"{alias}-copy",
+    )
+    assert resend.Templates.get(copy["id"])["status"] == "draft"
     listed = {t["id"] for t in resend.Templates.list()["data"]}
     assert {created["id"], copy["id"]} <= listed
     assert resend.Templates.remove(copy["id"])["deleted"] is True
     with pytest.raises(resend.exceptions.ResendError):
         resend.Templates.get(copy["id"])
+
+
+def test_list_pages_with_limit_after_and_before(sdk: RunningServer) -> None:
+    tag = uuid.uuid4().hex[:8]
+    for i in range(3):
+        resend.Templates.create({"name": f"P{i}", "alias": f"page-{tag}-{i}", "html": "<p>x</p>"})
+    full = resend.Templates.list()
+    order = [t["id"] for t in full["data"]]
+    assert full["has_more"] is False and len(order) >= 3
+    walked, params = [], {"limit": 2}
+    while True:
+        answer = resend.Templates.list(params)  # type: ignore[arg-type]
+        walked += [t["id"] for t in answer["data"]]
+        if not answer["has_more"]:
+            break
+        params = {"limit": 2, "after": walked[-1]}
+    assert walked == order
+    back = resend.Templates.list({"limit": 2, "before": order[-1]})
+    assert [t["id"] for t in back["data"]] == order[-3:-1]
+    with pytest.raises(resend.exceptions.ValidationError):
+        resend.Templates.list({"after": str(uuid.uuid4())})
+
+
+async def test_the_async_variants(sdk: RunningServer) -> None:
+    alias = f"async-{uuid.uuid4().hex[:8]}"
+    created = await resend.Templates.create_async(
+        {"name": "Async", "alias": alias, "subject": "Hi {{ N }}", "html": "<p>{{ N }}</p>"}
+    )
+    updated = await resend.Templates.update_async({"id": created["id"], "name": "Async 2"})
+    assert updated["id"] == created["id"]
+    published = await resend.Templates.publish_async(alias)
+    assert published["id"] == created["id"]
+    got = await resend.Templates.get_async(created["id"])
+    assert (got["name"], got["status"]) == ("Async 2", "published")
+    copy = await resend.Templates.duplicate_async(created["id"])
+    listed = await resend.Templates.list_async({"limit": 100})
+    assert {created["id"], copy["id"]} <= {t["id"] for t in listed["data"]}
+    removed = await resend.Templates.remove_async(copy["id"])
+    assert (removed["id"], removed["deleted"]) == (copy["id"], True)
+    with pytest.raises(resend.exceptions.ResendError) as caught:
+        await resend.Templates.get_async(copy["id"])
+    assert (caught.value.code, caught.value.error_type) == (404, "not_found")
 
 
 def test_missing_variables_raise_the_sdk_validation_error(sdk: RunningServer) -> None:
@@ -99,9 +145,7 @@ def test_missing_variables_raise_the_sdk_validation_error(sdk: RunningServer) ->
 def test_live_key_needs_a_published_template(sdk: RunningServer) -> None:
     alias = f"draft-{uuid.uuid4().hex[:8]}"
     resend.Templates.create({"name": "Draft", "alias": alias, "subject": "s", "html": "h"})
-    response = httpx.post(
-        f"{sdk.url}/emails",
-        headers={"Authorization": f"Bearer {sdk.live_key}"},
-        json={"from": "a@acme.test", "to": "b@example.com", "template": alias},
-    )
-    assert response.status_code == 422 and response.json()["name"] == "template_not_published"
+    resend.api_key = sdk.live_key
+    with pytest.raises(resend.exceptions.ResendError) as caught:
+        resend.Emails.send({"from": "a@acme.test", "to": "b@x.test", "template": {"id": alias}})
+    assert (caught.value.code, caught.value.error_type) == (422, "template_not_published")

@@ -9,6 +9,7 @@ import email.policy
 from typing import Any
 
 import httpx
+import pytest
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
@@ -182,12 +183,17 @@ async def test_mime_carries_inline_and_regular_attachments(
 async def test_scheduled_email_waits_for_its_time(
     client: httpx.AsyncClient, services: Services, tenant: Tenant
 ) -> None:
-    due = now_ms() + 2000  # a margin wide enough for a loaded machine to stay before it
-    email_id = await send(client, tenant, scheduled_at=format_ms(due))
-    await run_worker(services)
-    assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
-        "status"
-    ] == "scheduled"
+    for margin in (2_000, 10_000, 60_000):
+        due = now_ms() + margin
+        email_id = await send(client, tenant, scheduled_at=format_ms(due))
+        await run_worker(services)
+        record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
+        if now_ms() < due:  # read before its time: what it says is the answer
+            assert record["status"] == "scheduled"
+            break
+        # A loaded machine took the whole margin: this look proves nothing; a wider one.
+    else:
+        pytest.fail("the machine never ran a worker pass within a minute")
     await asyncio.sleep(max(0.0, (due - now_ms()) / 1000) + 0.05)
     await run_worker(services)
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[

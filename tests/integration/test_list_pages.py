@@ -1,5 +1,6 @@
-"""Resend's paging of lists (limit, after/before an item's id, has_more): templates, domains and
-emails, beside SPEC's full set (templates, domains) and cursor and time filters (emails)."""
+"""Resend's paging of lists (limit, after/before an item's id, has_more): templates, domains,
+webhooks, API keys and emails, beside SPEC's full set (all but emails) and cursor and time
+filters (emails)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ async def _make(client: httpx.AsyncClient, tenant: Tenant, path: str, n: int) ->
             body = {"name": f"T{i}", "alias": f"t{i}", "subject": "s", "html": "<p>x</p>"}
         elif path == "/domains":
             body = {"name": f"d{i}.example.com"}
+        elif path == "/webhooks":
+            body = {"endpoint": f"https://93.184.216.34/h{i}", "events": ["email.sent"]}
+        elif path == "/api-keys":
+            body = {"name": f"k{i}"}
         else:
             body = email_body(subject=f"n{i}")
         response = await client.post(path, json=body, headers=tenant.headers())
@@ -35,11 +40,23 @@ async def _page(client: httpx.AsyncClient, tenant: Tenant, url: str) -> tuple[li
     return [item["id"] for item in body["data"]], body["has_more"]
 
 
-@pytest.mark.parametrize("path", ["/templates", "/domains", "/emails"])
+ALL = ["/templates", "/domains", "/webhooks", "/api-keys", "/emails"]
+FULL_SETS = ["/templates", "/domains", "/webhooks", "/api-keys"]
+
+
+async def _made(client: httpx.AsyncClient, tenant: Tenant, path: str, n: int) -> list[str]:
+    """``n`` items of the list at ``path``, counting a tenant's own keys among API keys."""
+    if path != "/api-keys":
+        return await _make(client, tenant, path, n)
+    ids, _ = await _page(client, tenant, path)
+    return ids + await _make(client, tenant, path, n - len(ids))
+
+
+@pytest.mark.parametrize("path", ALL)
 async def test_pages_after_and_before_an_item(
     client: httpx.AsyncClient, tenant: Tenant, path: str
 ) -> None:
-    made = await _make(client, tenant, path, 5)
+    made = await _made(client, tenant, path, 5)
     order, more = await _page(client, tenant, path)  # the full set (emails: its first page)
     assert sorted(order) == sorted(made) and more is False
 
@@ -61,7 +78,7 @@ async def test_pages_after_and_before_an_item(
     assert await _page(client, tenant, f"{path}?limit=4") == (order[:4], True)
 
 
-@pytest.mark.parametrize("path", ["/templates", "/domains", "/emails"])
+@pytest.mark.parametrize("path", ALL)
 async def test_another_teams_item_is_a_422(
     client: httpx.AsyncClient, tenant: Tenant, services: Services, path: str
 ) -> None:
@@ -81,11 +98,11 @@ async def test_another_teams_item_is_a_422(
     assert_error(both, 422, "validation_error")
 
 
-@pytest.mark.parametrize("path", ["/templates", "/domains"])
+@pytest.mark.parametrize("path", FULL_SETS)
 async def test_a_limit_outside_1_to_100_is_a_page_of_20(
     client: httpx.AsyncClient, tenant: Tenant, path: str
 ) -> None:
-    made = await _make(client, tenant, path, 1)
+    made = await _made(client, tenant, path, 1 if path != "/api-keys" else 4)
     for limit in ("0", "101", "x"):
         assert await _page(client, tenant, f"{path}?limit={limit}") == (made, False)
     assert await _page(client, tenant, f"{path}?after=") == (made, False)  # empty: full set
@@ -119,3 +136,29 @@ async def test_email_ids_beside_time_filters_and_cursors(
     assert before["next_cursor"]  # leads on to older emails: order[2] and on
     rest, _ = await _page(client, tenant, f"/emails?cursor={before['next_cursor']}")
     assert rest == order[2:]
+
+
+async def test_suppressions_take_after_beside_the_cursor_and_refuse_before(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    for i in range(3):
+        response = await client.post(
+            "/suppressions", json={"email": f"s{i}@example.com"}, headers=tenant.headers()
+        )
+        assert response.status_code == 201, response.text
+    order, more = await _page(client, tenant, "/suppressions")
+    assert len(order) == 3 and more is False
+    first = (await client.get("/suppressions?limit=2", headers=tenant.headers())).json()
+    assert [s["id"] for s in first["data"]] == order[:2] and first["has_more"] is True
+    via_id = await _page(client, tenant, f"/suppressions?limit=2&after={order[1]}")
+    via_cursor = await _page(client, tenant, f"/suppressions?cursor={first['next_cursor']}")
+    assert via_id == via_cursor == (order[2:], False)
+
+    other = await make_tenant(services)
+    for url, headers in [
+        (f"/suppressions?before={order[2]}", tenant.headers()),
+        (f"/suppressions?after={order[1]}&cursor={first['next_cursor']}", tenant.headers()),
+        (f"/suppressions?after={new_id()}", tenant.headers()),
+        (f"/suppressions?after={order[1]}", other.headers()),
+    ]:
+        assert_error(await client.get(url, headers=headers), 422, "validation_error")

@@ -44,7 +44,8 @@ def contact_topics(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_secret(record: dict[str, Any]) -> dict[str, Any]:
-    return {**record, "secret": "whsec_" + "0" * 48}
+    secret = "whsec_" + "0" * 48
+    return {**record, "secret": secret, "signing_secret": secret}
 
 
 # (serializer, its records, how a route wraps it, the route: method, path template, status)
@@ -73,7 +74,7 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
         alone,
         "GET /suppressions/{id_or_email} 200",
     ),
-    (serialize.suppression_record, records.suppressions, paged, "GET /suppressions 200"),
+    (serialize.suppression_record, records.suppressions, paged_more, "GET /suppressions 200"),
     (serialize.template_record, records.templates, alone, "GET /templates/{template_id} 200"),
     (serialize.template_record, records.templates, more, "GET /templates 200"),
     (serialize.contact_record, records.contacts, alone, "GET /contacts/{id_or_email} 200"),
@@ -95,11 +96,17 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     (serialize.domain_record, records.domains, more, "GET /domains 200"),
     (webhooks.webhook_record, records.webhooks, alone, "GET /webhooks/{webhook_id} 200"),
     (webhooks.webhook_record, records.webhooks, with_secret, "POST /webhooks 201"),
-    (webhooks.webhook_record, records.webhooks, listed, "GET /webhooks 200"),
+    (webhooks.webhook_record, records.webhooks, more, "GET /webhooks 200"),
+    (
+        webhooks.webhook_record,
+        records.webhooks,
+        with_secret,
+        "POST /webhooks/{webhook_id}/signing-secret/rotate 200",
+    ),
     (
         webhooks.delivery_record,
         records.webhook_deliveries,
-        listed,
+        more,
         "GET /webhooks/{webhook_id}/events 200",
     ),
     (
@@ -109,9 +116,15 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
         "POST /webhooks/{webhook_id}/events/{event_id}/replay 200",
     ),
     (
+        webhooks.delivery_record,
+        records.webhook_deliveries,
+        alone,
+        "GET /webhooks/{webhook_id}/events/{event_id} 200",
+    ),
+    (
         webhooks.attempt_record,
         records.webhook_attempts,
-        listed,
+        more,
         "GET /webhooks/{webhook_id}/events/{event_id}/attempts 200",
     ),
 ]
@@ -155,3 +168,7 @@ async def test_api_keys_are_documented(client: httpx.AsyncClient, tenant: Tenant
         assert created.status_code == 201 and created.json()["token"].startswith("ph_")
     listing = await client.get("/api-keys", headers=headers)
     assert {k["permission"] for k in listing.json()["data"]} == {"full_access", "sending_access"}
+    first = listing.json()["data"][0]["id"]
+    assert (await client.get("/api-keys?limit=1", headers=headers)).json()["has_more"] is True
+    renamed = await client.patch(f"/api-keys/{first}", json={"name": "new"}, headers=headers)
+    assert renamed.status_code == 200 and renamed.json()["name"] == "new"

@@ -150,6 +150,49 @@ async def test_two_failures_then_success_are_three_attempts_with_one_webhook_id(
         (200, True),
     ]
     assert "HTTP 500" in attempts[0]["error"] and attempts[0]["response_body"] == "answer 500"
+    resend_names = {"sent_at": "attempted_at", "http_status_code": "status_code"}
+    for attempt in attempts:  # Resend's names beside ours, the same values
+        assert all(attempt[theirs] == attempt[ours] for theirs, ours in resend_names.items())
+        assert attempt["response"] == attempt["response_body"]
+
+    path = f"/webhooks/{hook['id']}/events/{event['id']}/attempts"
+    ids = [a["id"] for a in attempts]
+    for query, expected, more in [
+        ("limit=2", ids[:2], True),
+        (f"limit=2&after={ids[1]}", ids[2:], False),
+        (f"limit=1&before={ids[2]}", ids[1:2], True),
+        (f"after={ids[0]}", ids[1:], False),
+    ]:
+        body = (await client.get(f"{path}?{query}", headers=tenant.headers())).json()
+        assert ([a["id"] for a in body["data"]], body["has_more"]) == (expected, more), query
+    bad = await client.get(f"{path}?after={new_id()}", headers=tenant.headers())
+    assert bad.status_code == 422 and bad.json()["name"] == "validation_error"
+
+
+async def test_events_page_newest_first_with_limit_after_and_before(
+    client: httpx.AsyncClient, tenant: Tenant, receiver: Receiver, dispatcher: WebhookDispatcher
+) -> None:
+    hook = await _create(client, tenant, receiver.url)
+    for _ in range(4):
+        await _send(client, tenant)
+    await _settled(client, tenant, hook["id"], 4)
+    response = await client.get(f"/webhooks/{hook['id']}/events", headers=tenant.headers())
+    assert response.json()["has_more"] is False
+    order = [e["id"] for e in response.json()["data"]]
+    assert order == sorted(order, reverse=True)  # newest first
+
+    async def page(query: str) -> tuple[list[str], bool]:
+        path = f"/webhooks/{hook['id']}/events?{query}"
+        body = (await client.get(path, headers=tenant.headers())).json()
+        return [e["id"] for e in body["data"]], body["has_more"]
+
+    assert await page("limit=3") == (order[:3], True)
+    assert await page(f"limit=3&after={order[2]}") == (order[3:], False)
+    assert await page(f"limit=2&before={order[3]}") == (order[1:3], True)
+    assert await page(f"before={order[1]}") == (order[:1], False)
+    for query in (f"after={new_id()}", "after=nope", f"after={order[0]}&before={order[1]}"):
+        bad = await client.get(f"/webhooks/{hook['id']}/events?{query}", headers=tenant.headers())
+        assert bad.status_code == 422 and bad.json()["name"] == "validation_error", query
 
 
 async def test_after_the_last_retry_the_event_is_failed(
@@ -193,6 +236,8 @@ async def test_replay_delivers_again_with_the_same_webhook_id(
     assert response.status_code == 200, response.text
     assert response.json()["id"] == event["id"]
     await eventually(lambda: len(receiver.requests) == 2, what="the replay")
+    one = await client.get(f"/webhooks/{hook['id']}/events/{event['id']}", headers=tenant.headers())
+    assert one.status_code == 200 and one.json()["payload"] == event["payload"]
     first, replayed = receiver.requests
     assert replayed.headers["webhook-id"] == first.headers["webhook-id"] == event["id"]
     assert orjson.loads(replayed.body) == orjson.loads(first.body)

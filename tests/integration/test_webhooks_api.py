@@ -30,6 +30,7 @@ async def test_create_returns_the_secret_once(
     assert response.status_code == 201
     created = response.json()
     assert re.fullmatch(r"whsec_[0-9a-f]{48}", created["secret"])
+    assert created["signing_secret"] == created["secret"]  # Resend's name, the same value
     assert created["object"] == "webhook" and created["enabled"] is True
     assert created["events"] == ["email.sent", "email.bounced"]
     assert created["endpoint"] == PUBLIC
@@ -41,7 +42,8 @@ async def test_create_returns_the_secret_once(
         f"/webhooks/{hook_id}", json={"enabled": False}, headers=tenant.headers()
     )
     for record in (listed["data"][0], got, patched.json()):
-        assert "secret" not in record and record["id"] == hook_id
+        assert "secret" not in record and "signing_secret" not in record
+        assert record["id"] == hook_id
     assert patched.json()["enabled"] is False
 
     async with services.db.read() as tx:  # encrypted at rest
@@ -99,8 +101,10 @@ async def test_signing_secret_rotate_is_secret_rotate(
         assert response.status_code == 200, path
         rotated = response.json()
         assert re.fullmatch(r"whsec_[0-9a-f]{48}", rotated["secret"])
-        assert {k: v for k, v in rotated.items() if k not in ("secret", "updated_at")} == {
-            k: v for k, v in created.items() if k not in ("secret", "updated_at")
+        assert rotated["signing_secret"] == rotated["secret"]
+        mutable = ("secret", "signing_secret", "updated_at")
+        assert {k: v for k, v in rotated.items() if k not in mutable} == {
+            k: v for k, v in created.items() if k not in mutable
         }
         secrets.append(rotated["secret"])
     assert len(set(secrets)) == 3
@@ -146,6 +150,8 @@ async def test_another_teams_webhook_is_not_found(
         ("POST", f"/webhooks/{hook_id}/secret/rotate"),
         ("POST", f"/webhooks/{hook_id}/signing-secret/rotate"),
         ("GET", f"/webhooks/{hook_id}/events"),
+        ("GET", f"/webhooks/{hook_id}/events?limit=1"),
+        ("GET", f"/webhooks/{hook_id}/events/{event_id}"),
         ("GET", f"/webhooks/{hook_id}/events/{event_id}/attempts"),
         ("POST", f"/webhooks/{hook_id}/events/{event_id}/replay"),
     ]:
@@ -155,6 +161,20 @@ async def test_another_teams_webhook_is_not_found(
         assert response.json()["name"] == "not_found"
     assert (await client.get("/webhooks", headers=other.headers())).json()["data"] == []
     assert (await client.get(f"/webhooks/{hook_id}", headers=tenant.headers())).status_code == 200
+
+
+async def test_an_event_that_is_not_the_endpoints_is_not_found(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    hook_id = (await _create(client, tenant)).json()["id"]
+    other_hook = (await _create(client, tenant)).json()["id"]
+    listed = await client.get(f"/webhooks/{other_hook}/events?limit=2", headers=tenant.headers())
+    assert listed.json() == {"object": "list", "data": [], "has_more": False}
+    for event_id in (new_id(), "not-an-id"):
+        response = await client.get(
+            f"/webhooks/{hook_id}/events/{event_id}", headers=tenant.headers()
+        )
+        assert response.status_code == 404 and response.json()["name"] == "not_found"
 
 
 async def test_a_sending_key_is_restricted(client: httpx.AsyncClient, tenant: Tenant) -> None:
@@ -174,4 +194,5 @@ async def test_openapi_documents_every_webhook_endpoint(client: httpx.AsyncClien
     ):
         assert "post" in paths[path]
     assert "get" in paths["/webhooks/{webhook_id}/events/{event_id}/attempts"]
+    assert "get" in paths["/webhooks/{webhook_id}/events/{event_id}"]
     assert "text/event-stream" in paths["/events/stream"]["get"]["responses"]["200"]["content"]

@@ -30,9 +30,7 @@ class NewApiKey:
 def parse_new_api_key(fields: Mapping[str, object], caller_mode: KeyMode) -> NewApiKey:
     """``POST /api-keys``'s body. ``mode`` defaults to the calling key's, and a test-mode caller
     may create only test-mode keys (so a leaked test key cannot mint live ones)."""
-    name = fields.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
-        raise ValidationError("'name' is required: 1-200 characters.")
+    name = parse_key_name(fields)
     permission = _choice(fields.get("permission", "full_access"), Permission, "permission")
     mode = _choice(fields.get("mode") or caller_mode.value, KeyMode, "mode")
     if caller_mode is KeyMode.TEST and mode is KeyMode.LIVE:
@@ -40,7 +38,15 @@ def parse_new_api_key(fields: Mapping[str, object], caller_mode: KeyMode) -> New
     domain_id = fields.get("domain_id")
     if domain_id is not None and not isinstance(domain_id, str):
         raise ValidationError("'domain_id' must be the id of one of this team's domains.")
-    return NewApiKey(name.strip(), mode, permission, domain_id)
+    return NewApiKey(name, mode, permission, domain_id)
+
+
+def parse_key_name(fields: Mapping[str, object]) -> str:
+    """A key's ``name`` (create, and ``PATCH /api-keys/{id}``: the only field a key changes)."""
+    name = fields.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
+        raise ValidationError("'name' is required: 1-200 characters.")
+    return name.strip()
 
 
 def _choice(value: object, enum: type[_Choice], name: str) -> _Choice:

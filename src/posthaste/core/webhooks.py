@@ -166,4 +166,8 @@ def attempt_record(item: WebhookAttempt) -> dict[str, Any]:
         "error": item.error,
         "duration_ms": item.duration_ms,
         "response_body": item.response_body,
+        # Resend's names for the same three
+        "sent_at": format_ms(item.attempted_at),
+        "http_status_code": item.status_code,
+        "response": item.response_body,
     }

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posthaste.core.api_keys import NewApiKey
+from posthaste.core.cursors import PageRequest
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import ApiKey, KeyMode, Principal
 from posthaste.errors import InvalidApiKey, NotFound, ValidationError
@@ -76,6 +77,24 @@ class ApiKeyService:
         """The team's keys that still work, oldest first (never their tokens)."""
         async with self.db.read() as tx:
             return await api_keys_repo.list_keys(tx, team_id)
+
+    async def page(self, team_id: str, request: PageRequest) -> tuple[list[ApiKey], bool]:
+        """Resend's paging (oldest first): the page and whether more lie beyond it."""
+        async with self.db.read() as tx:
+            page = await api_keys_repo.page_keys(
+                tx, team_id, request.limit, request.anchor, backwards=request.backwards
+            )
+        if page is None:
+            raise ValidationError(f"'{request.name}' must be the id of one of your API keys.")
+        return page
+
+    async def rename(self, team_id: str, key_id: str, name: str) -> ApiKey:
+        """Give one of the team's working keys a new name (nothing else about a key changes)."""
+        async with self.db.transaction() as tx:
+            key = await api_keys_repo.rename_key(tx, team_id, key_id, name)
+        if key is None:
+            raise NotFound(f"No active API key with id {key_id!r}.")
+        return key
 
     async def revoke(self, key_id: str, team_id: str | None = None) -> None:
         """Revoke a key of ``team_id`` (any team's: the operator's CLI); every process forgets

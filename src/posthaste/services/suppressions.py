@@ -15,6 +15,8 @@ from posthaste.services.emails import decode_page_cursor
 from posthaste.storage import events as events_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
+from posthaste.storage.keyset import position_of
+from posthaste.storage.tables import suppressions
 
 
 def _lookup_key(email: str) -> str:
@@ -91,12 +93,18 @@ class SuppressionService:
         email: str | None,
         cursor: str | None,
         limit: int,
+        after: str | None = None,
     ) -> SuppressionPage:
         """One page of the team's suppressions, filtered by origin (parsed at the edge) and
-        address."""
+        address; ``after`` (Resend's id cursor: one of the team's suppressions) starts past
+        that entry, as the cursor naming it would."""
         position = decode_page_cursor(cursor)
         lookup = _lookup_key(email) if email else None
         async with self.db.read() as tx:
+            if after is not None:
+                position = await position_of(tx, suppressions, principal.team_id, after)
+                if position is None:
+                    raise ValidationError("'after' must be the id of one of your suppressions.")
             rows = await suppressions_repo.list_page(
                 tx, principal.team_id, origin, lookup, position, limit + 1
             )

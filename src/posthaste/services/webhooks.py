@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from posthaste.adapters.webhook_http import HostLookup
 from posthaste.core.crypto import SecretBox
+from posthaste.core.cursors import PageRequest
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Principal
 from posthaste.core.netpolicy import Endpoint, endpoint_refusal, resolved_refusal
@@ -50,6 +51,16 @@ class WebhookService:
     async def all(self, principal: Principal) -> list[Webhook]:
         async with self.db.read() as tx:
             return await repo.list_webhooks(tx, principal.team_id)
+
+    async def page(self, principal: Principal, request: PageRequest) -> tuple[list[Webhook], bool]:
+        """Resend's paging (oldest first): the page and whether more lie beyond it."""
+        async with self.db.read() as tx:
+            page = await repo.page_webhooks(
+                tx, principal.team_id, request.limit, request.anchor, backwards=request.backwards
+            )
+        if page is None:
+            raise ValidationError(f"'{request.name}' must be the id of one of your webhooks.")
+        return page
 
     async def get(self, principal: Principal, webhook_id: str) -> Webhook:
         async with self.db.read() as tx:
@@ -98,6 +109,39 @@ class WebhookService:
         async with self.db.read() as tx:
             async for item in deliveries.iter_deliveries(tx, principal.team_id, webhook_id):
                 yield item
+
+    async def deliveries_page(
+        self, principal: Principal, webhook_id: str, request: PageRequest
+    ) -> tuple[list[WebhookDelivery], bool]:
+        """Resend's paging of the endpoint's events (newest first)."""
+        async with self.db.read() as tx:
+            if await repo.get_webhook(tx, principal.team_id, webhook_id) is None:
+                raise _not_found(webhook_id)
+            page = await deliveries.page_deliveries(
+                tx,
+                principal.team_id,
+                webhook_id,
+                request.limit,
+                request.anchor,
+                backwards=request.backwards,
+            )
+        if page is None:
+            raise ValidationError(
+                f"'{request.name}' must be the id of one of this webhook's events."
+            )
+        return page
+
+    async def delivery(
+        self, principal: Principal, webhook_id: str, event_id: str
+    ) -> WebhookDelivery:
+        """One event sent (or to be sent) to the endpoint, with its delivery status."""
+        async with self.db.read() as tx:
+            if await repo.get_webhook(tx, principal.team_id, webhook_id) is None:
+                raise _not_found(webhook_id)
+            found = await deliveries.get_delivery(tx, principal.team_id, webhook_id, event_id)
+        if found is None:
+            raise _event_not_found(webhook_id, event_id)
+        return found
 
     async def attempts(
         self, principal: Principal, webhook_id: str, event_id: str

@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 
 from posthaste.core.models import ApiKey, KeyMode, Permission, Team
 from posthaste.storage.database import Tx
+from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import api_keys, teams
 
 
@@ -70,6 +71,41 @@ async def list_keys(tx: Tx, team_id: str) -> Sequence[ApiKey]:
         .order_by(api_keys.c.created_at, api_keys.c.id)
     )
     return [_key(r) for r in await tx.conn.execute(query)]
+
+
+async def page_keys(
+    tx: Tx, team_id: str, limit: int, anchor: str | None, *, backwards: bool
+) -> tuple[list[ApiKey], bool] | None:
+    """A page of the team's working keys (oldest first) after the key ``anchor`` (before it when
+    ``backwards``), and whether more lie beyond; None when the team has no such key."""
+    return await read_page(
+        tx,
+        api_keys,
+        select(api_keys).where(api_keys.c.revoked_at.is_(None)),
+        _key,
+        team_id=team_id,
+        limit=limit,
+        anchor=anchor,
+        newest_first=False,
+        backwards=backwards,
+    )
+
+
+async def rename_key(tx: Tx, team_id: str, key_id: str, name: str) -> ApiKey | None:
+    """Give the team's working key a new name; None when the team has no such key."""
+    query = (
+        update(api_keys)
+        .where(
+            api_keys.c.team_id == team_id,
+            api_keys.c.id == key_id,
+            api_keys.c.revoked_at.is_(None),
+        )
+        .values(name=name)
+    )
+    if not (await tx.conn.execute(query)).rowcount:
+        return None
+    row = (await tx.conn.execute(select(api_keys).where(api_keys.c.id == key_id))).first()
+    return _key(row)
 
 
 async def revoke_key(tx: Tx, key_id: str, now: int, team_id: str | None = None) -> bool:

@@ -11,8 +11,10 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from posthaste.core.ids import is_uuid
 from posthaste.core.webhooks import DeliveryStatus, WebhookAttempt, WebhookDelivery
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
+from posthaste.storage.keyset import cut
 from posthaste.storage.tables import events, webhook_attempts, webhook_deliveries
 
 CHANNEL = WEBHOOKS_CHANNEL
@@ -71,6 +73,24 @@ async def iter_deliveries(
         if len(rows) < page:
             return
         before = rows[-1].event_id
+
+
+async def page_deliveries(
+    tx: Tx, team_id: str, webhook_id: str, limit: int, anchor: str | None, *, backwards: bool
+) -> tuple[list[WebhookDelivery], bool] | None:
+    """A page of an endpoint's deliveries (newest first, by event id: ids are time-ordered)
+    after the event ``anchor`` (before it when ``backwards``), and whether more lie beyond;
+    None when the endpoint has no such event."""
+    query = _deliveries_query(team_id, webhook_id)
+    event_id = webhook_deliveries.c.event_id
+    if anchor is not None:
+        anchor = anchor.lower()
+        if not is_uuid(anchor) or await get_delivery(tx, team_id, webhook_id, anchor) is None:
+            return None
+        query = query.where(event_id > anchor if backwards else event_id < anchor)
+    query = query.order_by(event_id.asc() if backwards else event_id.desc()).limit(limit + 1)
+    rows = [_delivery(row) for row in await tx.conn.execute(query)]
+    return cut(rows, limit, backwards=backwards)
 
 
 async def get_delivery(

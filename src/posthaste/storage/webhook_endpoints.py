@@ -17,6 +17,7 @@ from posthaste.core.webhook_requests import WebhookChanges
 from posthaste.core.webhooks import Webhook
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import among
+from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import webhooks
 
 
@@ -85,6 +86,24 @@ async def list_webhooks(tx: Tx, team_id: str) -> list[Webhook]:
         .order_by(webhooks.c.created_at, webhooks.c.id)
     )
     return [_webhook(row) for row in await tx.conn.execute(query)]
+
+
+async def page_webhooks(
+    tx: Tx, team_id: str, limit: int, anchor: str | None, *, backwards: bool
+) -> tuple[list[Webhook], bool] | None:
+    """A page of the team's endpoints (oldest first) after the endpoint ``anchor`` (before it
+    when ``backwards``), and whether more lie beyond; None when the team has no such endpoint."""
+    return await read_page(
+        tx,
+        webhooks,
+        select(webhooks),
+        _webhook,
+        team_id=team_id,
+        limit=limit,
+        anchor=anchor,
+        newest_first=False,
+        backwards=backwards,
+    )
 
 
 async def update_webhook(

@@ -1,25 +1,37 @@
-"""/api-keys: create, list and revoke a team's API keys (a token is shown once, at creation)."""
+"""/api-keys: create, list, rename and revoke a team's API keys (a token is shown once, at
+creation)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
-from posthaste.api.responses import deleted, json_response, listing
-from posthaste.api.schemas.api_keys import ApiKeyList, CreateApiKeyRequest, CreatedApiKey
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.responses import deleted, json_response, page
+from posthaste.api.schemas.api_keys import (
+    ApiKeyList,
+    ApiKeyRecord,
+    CreateApiKeyRequest,
+    CreatedApiKey,
+    UpdateApiKeyRequest,
+)
 from posthaste.api.schemas.common import Deleted
-from posthaste.core.api_keys import parse_new_api_key
+from posthaste.core.api_keys import parse_key_name, parse_new_api_key
+from posthaste.core.cursors import page_request
 from posthaste.core.serialize import api_key_record
 
-router = APIRouter()
+AFTER = "An API key id: the page after it, in the list's order"
+BEFORE = "An API key id: the page before it, in the list's order"
+
+router = APIRouter(tags=["api-keys"])
 
 
 @router.post(
     "/api-keys",
     status_code=201,
-    tags=["api-keys"],
     summary="Create an API key",
     responses={201: {"model": CreatedApiKey}, **ERRORS},
     openapi_extra=body_schema(CreateApiKeyRequest),
@@ -34,17 +46,41 @@ async def create_api_key(
 
 @router.get(
     "/api-keys",
-    tags=["api-keys"],
-    summary="List API keys (never their tokens)",
+    summary="List API keys (never their tokens), oldest first: the full set, or a page with "
+    "limit, after or before",
     responses={200: {"model": ApiKeyList}, **ERRORS},
 )
-async def list_api_keys(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([api_key_record(k) for k in await services.api_keys.all(principal.team_id)])
+async def list_api_keys(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=AFTER)] = None,
+    before: Annotated[str | None, Query(description=BEFORE)] = None,
+) -> Response:
+    request = page_request(limit, after, before)
+    if request is None:
+        keys = await services.api_keys.all(principal.team_id)
+        return page([api_key_record(k) for k in keys], False)
+    items, more = await services.api_keys.page(principal.team_id, request)
+    return page([api_key_record(k) for k in items], more)
+
+
+@router.patch(
+    "/api-keys/{key_id}",
+    summary="Rename an API key (its name is the only thing that changes)",
+    responses={200: {"model": ApiKeyRecord}, **ERRORS},
+    openapi_extra=body_schema(UpdateApiKeyRequest),
+)
+async def rename_api_key(
+    key_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    name = parse_key_name(json_object(body))
+    key = await services.api_keys.rename(principal.team_id, key_id, name)
+    return json_response(api_key_record(key))
 
 
 @router.delete(
     "/api-keys/{key_id}",
-    tags=["api-keys"],
     summary="Revoke an API key",
     responses={200: {"model": Deleted}, **ERRORS},
 )

@@ -19,6 +19,10 @@ from posthaste.api.schemas.suppressions import (
 from posthaste.core.cursors import page_limit
 from posthaste.core.serialize import suppression_record
 from posthaste.core.suppressions import parse_suppressed_address, parse_suppression_origin
+from posthaste.errors import ValidationError
+
+AFTER = "A suppression id (Resend's cursor): the page after it, newest first"
+BEFORE = "Not supported here (422): page forwards with cursor or after"
 
 router = APIRouter()
 
@@ -36,15 +40,27 @@ async def list_suppressions(
     cursor: str | None = None,
     origin: str | None = None,
     email: str | None = None,
+    after: Annotated[str | None, Query(description=AFTER)] = None,
+    before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:
     size = page_limit(limit, 50)
     wanted = parse_suppression_origin(origin or None)
-    page = await services.suppressions.page(principal, wanted, email or None, cursor, size)
+    if before:
+        raise ValidationError(
+            "'before' is not supported on /suppressions: page forwards with 'cursor' "
+            "(the last page's next_cursor) or 'after'."
+        )
+    if after and cursor:
+        raise ValidationError("Give 'cursor' or 'after', not both.")
+    page = await services.suppressions.page(
+        principal, wanted, email or None, cursor, size, after or None
+    )
     return json_response(
         {
             "object": "list",
             "data": [suppression_record(s) for s in page.items],
             "next_cursor": page.next_cursor,
+            "has_more": page.next_cursor != "",
         }
     )
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
-from posthaste.api.responses import deleted, json_response, listing
+from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.webhooks import (
     CreateWebhookRequest,
@@ -24,11 +24,24 @@ from posthaste.api.schemas.webhooks import (
 )
 from posthaste.api.streamed import streamed_listing
 from posthaste.bootstrap import Services
+from posthaste.core.cursors import page_of, page_request
 from posthaste.core.models import Principal
 from posthaste.core.webhook_requests import parse_new_webhook, parse_webhook_changes
 from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
 
+AFTER = "A webhook id: the page after it, in the list's order"
+BEFORE = "A webhook id: the page before it, in the list's order"
+EVENT_AFTER = "An event id of this webhook: the page after it (older events)"
+EVENT_BEFORE = "An event id of this webhook: the page before it (newer events)"
+ATTEMPT_AFTER = "An attempt id of this event: the page after it (later attempts)"
+ATTEMPT_BEFORE = "An attempt id of this event: the page before it (earlier attempts)"
+
 router = APIRouter(tags=["webhooks"])
+
+
+def _with_secret(record: dict[str, Any], secret: str) -> dict[str, Any]:
+    """The secret under our name and Resend's (``signing_secret``): one value."""
+    return {**record, "secret": secret, "signing_secret": secret}
 
 
 @router.post(
@@ -43,16 +56,27 @@ async def create_webhook(
 ) -> Response:
     new = parse_new_webhook(json_object(body))
     hook, secret = await services.webhooks.create(principal, new)
-    return json_response({**webhook_record(hook), "secret": secret}, 201)
+    return json_response(_with_secret(webhook_record(hook), secret), 201)
 
 
 @router.get(
     "/webhooks",
-    summary="List webhook endpoints (never their secrets)",
+    summary="List webhook endpoints (never their secrets), oldest first: the full set, or a page "
+    "with limit, after or before",
     responses={200: {"model": WebhookList}, **ERRORS},
 )
-async def list_webhooks(principal: FullPrincipal, services: ServicesDep) -> Response:
-    return listing([webhook_record(h) for h in await services.webhooks.all(principal)])
+async def list_webhooks(
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=AFTER)] = None,
+    before: Annotated[str | None, Query(description=BEFORE)] = None,
+) -> Response:
+    request = page_request(limit, after, before)
+    if request is None:
+        return page([webhook_record(h) for h in await services.webhooks.all(principal)], False)
+    items, more = await services.webhooks.page(principal, request)
+    return page([webhook_record(h) for h in items], more)
 
 
 @router.get(
@@ -104,19 +128,30 @@ async def rotate_secret(
     webhook_id: str, principal: FullPrincipal, services: ServicesDep
 ) -> Response:
     hook, secret = await services.webhooks.rotate_secret(principal, webhook_id)
-    return json_response({**webhook_record(hook), "secret": secret})
+    return json_response(_with_secret(webhook_record(hook), secret))
 
 
 @router.get(
     "/webhooks/{webhook_id}/events",
-    summary="The endpoint's events, newest first, with their delivery status",
+    summary="The endpoint's events, newest first, with their delivery status: all of them, or "
+    "a page with limit, after or before",
     responses={200: {"model": WebhookEventList}, **ERRORS},
 )
 async def list_webhook_events(
-    webhook_id: str, principal: FullPrincipal, services: ServicesDep
+    webhook_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=EVENT_AFTER)] = None,
+    before: Annotated[str | None, Query(description=EVENT_BEFORE)] = None,
 ) -> Response:
+    request = page_request(limit, after, before)
+    if request is not None:
+        items, more = await services.webhooks.deliveries_page(principal, webhook_id, request)
+        return page([delivery_record(d) for d in items], more)
     await services.webhooks.get(principal, webhook_id)  # a missing webhook is a 404 up front
-    return await streamed_listing(_event_records(services, principal, webhook_id))
+    records = _event_records(services, principal, webhook_id)
+    return await streamed_listing(records, has_more=False)
 
 
 async def _event_records(
@@ -127,15 +162,38 @@ async def _event_records(
 
 
 @router.get(
+    "/webhooks/{webhook_id}/events/{event_id}",
+    summary="One event of the endpoint, with its payload and delivery status",
+    responses={200: {"model": WebhookEventRecord}, **ERRORS},
+)
+async def get_webhook_event(
+    webhook_id: str, event_id: str, principal: FullPrincipal, services: ServicesDep
+) -> Response:
+    item = await services.webhooks.delivery(principal, webhook_id, event_id)
+    return json_response(delivery_record(item))
+
+
+@router.get(
     "/webhooks/{webhook_id}/events/{event_id}/attempts",
-    summary="Every delivery attempt of one event to this endpoint, oldest first",
+    summary="Every delivery attempt of one event to this endpoint, oldest first (or a page "
+    "with limit, after or before)",
     responses={200: {"model": WebhookAttemptList}, **ERRORS},
 )
 async def list_attempts(
-    webhook_id: str, event_id: str, principal: FullPrincipal, services: ServicesDep
+    webhook_id: str,
+    event_id: str,
+    principal: FullPrincipal,
+    services: ServicesDep,
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[str | None, Query(description=ATTEMPT_AFTER)] = None,
+    before: Annotated[str | None, Query(description=ATTEMPT_BEFORE)] = None,
 ) -> Response:
+    request = page_request(limit, after, before)
     items = await services.webhooks.attempts(principal, webhook_id, event_id)
-    return listing([attempt_record(a) for a in items])
+    more = False
+    if request is not None:
+        items, more = page_of(items, request, lambda a: a.id, "attempts of this event")
+    return page([attempt_record(a) for a in items], more)
 
 
 @router.post(

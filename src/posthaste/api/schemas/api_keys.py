@@ -12,6 +12,10 @@ class CreateApiKeyRequest(BaseModel):
     mode: str | None = Field(None, description="live or test; default: the calling key's mode")
 
 
+class UpdateApiKeyRequest(BaseModel):
+    name: str = Field(description="The key's new name, 1-200 characters")
+
+
 class ApiKeyRecord(BaseModel):
     object: str = "api_key"
     id: str
@@ -30,3 +34,4 @@ class CreatedApiKey(ApiKeyRecord):
 class ApiKeyList(BaseModel):
     object: str = "list"
     data: list[ApiKeyRecord]
+    has_more: bool = Field(description="More keys lie past this page (false for the full set)")

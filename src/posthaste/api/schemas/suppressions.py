@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class CreateSuppressionRequest(BaseModel):
@@ -22,3 +22,4 @@ class SuppressionList(BaseModel):
     object: str = "list"
     data: list[SuppressionRecord]
     next_cursor: str
+    has_more: bool = Field(description="Resend's form of next_cursor: more entries lie past")

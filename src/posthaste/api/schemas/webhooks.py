@@ -41,11 +41,13 @@ class WebhookWithSecret(WebhookRecord):
         description="whsec_ + 48 hex characters; shown only on create and rotate",
         examples=["whsec_" + "0" * 48],
     )
+    signing_secret: str = Field(description="Resend's name for secret: the same value")
 
 
 class WebhookList(BaseModel):
     object: str = "list"
     data: list[WebhookRecord]
+    has_more: bool = Field(description="More webhooks lie past this page (false for the full set)")
 
 
 class WebhookEnvelope(BaseModel):
@@ -68,6 +70,7 @@ class WebhookEventRecord(BaseModel):
 class WebhookEventList(BaseModel):
     object: str = "list"
     data: list[WebhookEventRecord]
+    has_more: bool = Field(description="More events lie past this page (false for the full set)")
 
 
 class WebhookAttemptRecord(BaseModel):
@@ -79,8 +82,12 @@ class WebhookAttemptRecord(BaseModel):
     error: str | None
     duration_ms: int
     response_body: str | None = Field(description="The first 1 KiB of the answer")
+    sent_at: str = Field(description="Resend's name for attempted_at")
+    http_status_code: int | None = Field(description="Resend's name for status_code")
+    response: str | None = Field(description="Resend's name for response_body")
 
 
 class WebhookAttemptList(BaseModel):
     object: str = "list"
     data: list[WebhookAttemptRecord]
+    has_more: bool = Field(description="More attempts lie past this page (false for all of them)")
