@@ -3,6 +3,7 @@ isolation, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -298,3 +299,26 @@ async def test_a_large_list_streams_whole_and_in_order(
     assert [c["id"] for c in full.json()["data"]] == made
     members = await client.get(f"/segments/{segment_id}/contacts", headers=tenant.headers())
     assert [c["id"] for c in members.json()["data"]] == made[1::2]
+
+
+async def test_concurrent_creates_of_one_address_store_one_contact(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    answers = await asyncio.gather(
+        *(create(client, tenant, f"{case}@example.com") for case in ("ann", "ANN", "Ann", "aNN"))
+    )
+    assert sorted(a.status_code for a in answers) == [201, 409, 409, 409]
+    assert await contact_count(services) == 1
+    async with services.db.read() as tx:
+        assert len(await events_of(tx, tenant.team.id, "contact.created")) == 1
+
+
+@pytest.mark.parametrize(
+    "ref", ["ann%0D%0A@example.com", "ann@example.com%0D%0ABcc:x", "%00", "ann@@example.com"]
+)
+async def test_odd_references_in_the_path_are_404(
+    client: httpx.AsyncClient, tenant: Tenant, ref: str
+) -> None:
+    await create(client, tenant)
+    answer = await client.get(f"/contacts/{ref}", headers=tenant.headers())
+    assert answer.status_code == 404 and answer.json()["name"] == "not_found"

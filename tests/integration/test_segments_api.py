@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 from sqlalchemy import func, select
 
@@ -151,3 +153,18 @@ async def test_unknown_and_other_teams_segments_and_contacts_are_404(
     # a page anchored on another team's segment is refused
     page = await client.get(f"/segments?after={news}", headers=other.headers())
     assert page.status_code == 422
+
+
+async def test_concurrent_adds_make_one_membership(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    news = await segment(client, tenant)
+    ann = await contact(client, tenant, "ann@example.com")
+    answers = await asyncio.gather(
+        *(
+            client.post(f"/contacts/{ref}/segments/{news}", headers=tenant.headers())
+            for ref in (ann, "ann@example.com", ann, "ANN@example.com", ann)
+        )
+    )
+    assert [a.status_code for a in answers] == [200] * 5
+    assert ids(await client.get(f"/segments/{news}/contacts", headers=tenant.headers())) == [ann]
