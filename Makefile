@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The official Resend Node SDK for the compatibility tests (tests/node); `make run` needs no node.
+NODE_STAMP := tests/node/node_modules/.installed
 
 .PHONY: run test check bench lock clean
 
@@ -12,10 +14,18 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
+# Without npm, the Node SDK tests skip with the reason (under CI=true they fail instead).
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd tests/node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else \
+		echo "npm not found: the Resend Node SDK tests will skip (apt-get install nodejs npm)"; \
+	fi
+
 run: $(STAMP)
 	$(BIN)/posthaste serve
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n 2 -q
 
 check: $(STAMP)
@@ -31,4 +41,4 @@ lock:
 	uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) posthaste-data
+	rm -rf $(VENV) posthaste-data tests/node/node_modules

@@ -299,23 +299,20 @@ def test_domains(sdk: RunningServer, dns_host: ZoneServer) -> None:
     assert caught.value.code == 404
 
 
-def test_domain_claims_take_posthastes_paths_instead(sdk: RunningServer) -> None:
-    domain_id = resend.Domains.create({"name": f"claim-{uuid.uuid4().hex[:8]}.test"})["id"]
-    with pytest.raises(resend.exceptions.ResendError) as create:
-        resend.DomainClaims.create({"name": "someone-elses.test"})
-    assert (create.value.code, create.value.error_type) == (405, "method_not_allowed")
-    with pytest.raises(resend.exceptions.ResendError) as get:
-        resend.DomainClaims.get(domain_id)
-    assert (get.value.code, get.value.error_type) == (405, "method_not_allowed")
-    with pytest.raises(resend.exceptions.ResendError) as verify:
-        resend.DomainClaims.verify(domain_id)
-    assert (verify.value.code, verify.value.error_type) == (404, "not_found")
-    # Posthaste's own claim answers the TXT record to publish.
-    claim = httpx.post(
-        f"{sdk.url}/domains/{domain_id}/claim",
-        headers={"Authorization": f"Bearer {sdk.test_key}"},
-    )
-    assert claim.status_code == 200 and claim.json()["record"]["type"] == "TXT"
+def test_domain_claims(sdk: RunningServer, dns_host: ZoneServer) -> None:
+    name = f"claim-{uuid.uuid4().hex[:8]}.test"
+    claim: dict[str, Any] = dict(resend.DomainClaims.create({"name": name}))
+    assert (claim["object"], claim["name"], claim["status"]) == ("domain_claim", name, "pending")
+    domain_id = claim["domain_id"]
+    assert resend.Domains.get(domain_id)["name"] == name  # the claim added the domain
+    got: dict[str, Any] = dict(resend.DomainClaims.get(domain_id))
+    assert got["record"] == claim["record"] and got["record"]["type"] == "TXT"
+    with pytest.raises(resend.exceptions.ValidationError):
+        resend.DomainClaims.verify(domain_id)  # the TXT record is not published yet
+    dns_host.add(claim["record"]["name"], "TXT", claim["record"]["value"])
+    verified: dict[str, Any] = dict(resend.DomainClaims.verify(domain_id))
+    assert verified["status"] == "claimed"
+    assert resend.Domains.get(domain_id)["claimed"] is True  # type: ignore[typeddict-item]
 
 
 # Webhooks (the async variants, beside a receiver in this event loop)

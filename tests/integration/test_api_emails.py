@@ -187,6 +187,28 @@ async def test_batch_rules(client: httpx.AsyncClient, tenant: Tenant) -> None:
     )
 
 
+async def test_batch_answers_resends_error_list_when_asked_permissive(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    items = [body(), body(to="bad"), body(to="worse")]
+    strict = await client.post(
+        "/emails/batch", json=items, headers={**tenant.headers(), "x-batch-validation": "strict"}
+    )
+    # Resend's 'strict' would refuse the whole batch; here each item still stands alone.
+    assert "id" in strict.json()["data"][0] and "errors" not in strict.json()
+    permissive = await client.post(
+        "/emails/batch",
+        json=items,
+        headers={**tenant.headers(), "x-batch-validation": "permissive"},
+    )
+    answer = permissive.json()
+    assert permissive.status_code == 200 and "id" in answer["data"][0]
+    assert answer["errors"] == [
+        {"index": e["index"], "message": e["error"]["message"]} for e in answer["data"][1:]
+    ]
+    assert [e["index"] for e in answer["errors"]] == [1, 2]
+
+
 async def test_batch_reports_suppressed_items_as_validation_errors(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:

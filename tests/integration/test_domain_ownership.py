@@ -95,6 +95,57 @@ async def test_a_claim_owns_the_name_before_verifying_but_sending_needs_verifica
     assert (await send(client, claimant)).status_code == 200
 
 
+async def test_resends_claim_paths(
+    client: httpx.AsyncClient, services: Services, zone: ZoneServer
+) -> None:
+    owner, claimant = await make_tenant(services), await make_tenant(services)
+    await verified_domain(client, zone, owner)
+    headers = claimant.headers("live")
+    started = await client.post(
+        "/domains/claim", json={"name": "ACME.test", "region": "eu-west-1"}, headers=headers
+    )
+    assert started.status_code == 200
+    challenge = started.json()
+    assert (challenge["object"], challenge["name"], challenge["region"]) == (
+        "domain_claim",
+        "acme.test",
+        "eu-west-1",
+    )
+    assert challenge["status"] == "pending"
+    domain = (await client.get(f"/domains/{challenge['domain_id']}", headers=headers)).json()
+    assert domain["name"] == "acme.test" and domain["region"] == "eu-west-1"  # added by the claim
+    state = await client.get(f"/domains/{domain['id']}/claim", headers=headers)
+    assert state.status_code == 200 and state.json() == challenge
+    absent = await client.post(f"/domains/{domain['id']}/claim/verify", headers=headers)
+    assert absent.status_code == 422 and absent.json()["name"] == "validation_error"
+
+    zone.add(challenge["record"]["name"], "TXT", challenge["record"]["value"])
+    verified = await client.post(f"/domains/{domain['id']}/claim/verify", headers=headers)
+    assert verified.status_code == 200
+    assert verified.json() == {**challenge, "status": "claimed"}
+    assert refused_as(await send(client, owner), "domain_not_owned")
+    # The same name again: the team's domain, not a second one.
+    again = await client.post("/domains/claim", json={"name": "acme.test"}, headers=headers)
+    assert again.json()["domain_id"] == domain["id"] and again.json()["status"] == "claimed"
+    listed = (await client.get("/domains", headers=headers)).json()["data"]
+    assert [d["id"] for d in listed] == [domain["id"]]
+
+
+async def test_resends_claim_paths_refuse_what_the_others_refuse(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    headers = tenant.headers()
+    bad_name = await client.post("/domains/claim", json={"name": "not a name"}, headers=headers)
+    assert bad_name.status_code == 422 and bad_name.json()["name"] == "validation_error"
+    domain = await add_domain(client, tenant)
+    unstarted = await client.get(f"/domains/{domain['id']}/claim", headers=headers)
+    assert unstarted.status_code == 404 and "/claim" in unstarted.json()["message"]
+    verify_first = await client.post(f"/domains/{domain['id']}/claim/verify", headers=headers)
+    assert verify_first.status_code == 409
+    other = await client.get("/domains/0190d4c4-0000-7000-8000-000000000000/claim", headers=headers)
+    assert other.status_code == 404 and other.json()["name"] == "not_found"
+
+
 async def test_confirming_without_a_challenge_is_a_conflict(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:

@@ -35,3 +35,11 @@ def test_accept_asks_for_json_only_when_it_names_it() -> None:
     for accept in (None, "", "*/*", "application/*", "application/json;q=0", "text/plain"):
         assert not wants_json(accept), accept
     assert not wants_json("application/json;q=nope")
+
+
+def test_a_json_content_type_on_a_get_asks_for_json() -> None:
+    # The Node SDK: Accept: */*, Content-Type: application/json on every request.
+    assert wants_json("*/*", "application/json")
+    assert wants_json(None, "Application/JSON; charset=utf-8")
+    assert not wants_json("*/*", "text/plain")
+    assert not wants_json("*/*", None)

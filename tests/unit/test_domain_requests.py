@@ -16,7 +16,10 @@ from posthaste.core.domains import DomainSettings
 from posthaste.errors import ValidationError
 
 REGIONS = ("us-east-1", "eu-west-1")
-NOTHING = "Give at least one of open_tracking, click_tracking, tls, receiving to change."
+NOTHING = (
+    "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
+    "capabilities) to change."
+)
 BAD_TLS = "'tls' must be one of: opportunistic, enforced."
 BAD_REGION = "'region' must be one of: us-east-1, eu-west-1 (see GET /domains/regions)."
 
@@ -91,3 +94,32 @@ def test_a_change_left_empty_or_given_as_null_is_refused(
     with pytest.raises(ValidationError) as refused:
         parse_domain_changes(fields)
     assert refused.value.message == message
+
+
+def test_resends_capabilities_set_receiving() -> None:
+    enabled = {"name": "in.example", "capabilities": {"sending": "enabled", "receiving": "enabled"}}
+    assert parse_new_domain(enabled, REGIONS).settings.receiving is True
+    assert parse_domain_changes({"capabilities": {"receiving": "disabled"}}) == DomainChanges(
+        receiving=False
+    )
+    assert parse_domain_changes({"capabilities": {}, "tls": "enforced"}).receiving is None
+    same = {"receiving": True, "capabilities": {"receiving": "enabled"}}
+    assert parse_domain_changes(same).receiving is True
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "message"),
+    [
+        ("enabled", "'capabilities' must be an object, got string."),
+        ({"receiving": True}, "'capabilities.receiving' must be enabled or disabled."),
+        ({"receiving": "on"}, "'capabilities.receiving' must be enabled or disabled."),
+        ({"sending": "disabled"},
+         "'capabilities.sending' can only be 'enabled': every domain sends."),
+    ],
+)  # fmt: skip
+def test_bad_capabilities_are_refused(capabilities: object, message: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse_domain_changes({"capabilities": capabilities})
+    assert refused.value.message == message
+    with pytest.raises(ValidationError, match="disagree"):
+        parse_domain_changes({"receiving": False, "capabilities": {"receiving": "enabled"}})

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 
-def wants_json(accept: str | None) -> bool:
-    """Whether ``Accept`` names ``application/json`` with a non-zero quality.
+def wants_json(accept: str | None, content_type: str | None = None) -> bool:
+    """Whether a GET asks for JSON: ``Accept`` names ``application/json`` with a non-zero
+    quality, or the request declares a JSON ``Content-Type`` though it has no body.
 
-    Resend's SDKs send ``Accept: application/json`` and read an attachment's JSON record; a
-    browser, ``curl`` (``*/*``) or no header at all get the file itself.
+    Resend's SDKs read an attachment's JSON record: the Python SDK sends ``Accept:
+    application/json``; the Node SDK sends ``Accept: */*`` with ``Content-Type:
+    application/json`` on every request, GETs included. A browser, ``curl`` or a plain script
+    sends no ``Content-Type`` on a GET, and gets the file itself.
     """
+    if content_type is not None and _media(content_type) == "application/json":
+        return True
+    return _accepts_json(accept)
+
+
+def _media(value: str) -> str:
+    return value.split(";", 1)[0].strip().lower()
+
+
+def _accepts_json(accept: str | None) -> bool:
     for part in (accept or "").split(","):
         media, *params = (piece.strip() for piece in part.split(";"))
         if media.lower() != "application/json":

@@ -13,7 +13,8 @@ from posthaste.core.domains import TLS_MODES, DomainSettings, parse_domain_name
 from posthaste.core.text import json_type
 from posthaste.errors import ValidationError
 
-SETTING_FIELDS = frozenset({"open_tracking", "click_tracking", "tls", "receiving"})
+SETTING_FIELDS = frozenset({"open_tracking", "click_tracking", "tls", "receiving", "capabilities"})
+CAPABILITY_STATES = {"enabled": True, "disabled": False}
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def parse_domain_changes(fields: Mapping[str, object]) -> DomainChanges:
     """``PATCH /domains/{id}``'s body: at least one setting, each checked as on create."""
     if not fields.keys() & SETTING_FIELDS:
         raise ValidationError(
-            "Give at least one of open_tracking, click_tracking, tls, receiving to change."
+            "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
+            "capabilities) to change."
         )
     return _given_settings(fields)
 
@@ -81,7 +83,34 @@ def _given_settings(fields: Mapping[str, object]) -> DomainChanges:
     open_tracking = _flag(fields, "open_tracking")
     click_tracking = _flag(fields, "click_tracking")
     receiving = _flag(fields, "receiving")
+    from_capabilities = _receiving_capability(fields)
+    if receiving is None:
+        receiving = from_capabilities
+    elif from_capabilities is not None and from_capabilities != receiving:
+        raise ValidationError("'receiving' and 'capabilities.receiving' disagree; give one.")
     return DomainChanges(open_tracking, click_tracking, _tls(fields), receiving)
+
+
+def _receiving_capability(fields: Mapping[str, object]) -> bool | None:
+    """Resend's ``capabilities: {sending, receiving}`` (each enabled|disabled) as ``receiving``.
+
+    Every domain sends, so ``sending`` may only be ``enabled``.
+    """
+    if "capabilities" not in fields:
+        return None
+    value = fields["capabilities"]
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"'capabilities' must be an object, got {json_type(value)}.")
+    states = " or ".join(CAPABILITY_STATES)
+    sending = value.get("sending", "enabled")
+    if sending != "enabled":
+        raise ValidationError("'capabilities.sending' can only be 'enabled': every domain sends.")
+    if "receiving" not in value:
+        return None
+    receiving = value["receiving"]
+    if not isinstance(receiving, str) or receiving not in CAPABILITY_STATES:
+        raise ValidationError(f"'capabilities.receiving' must be {states}.")
+    return CAPABILITY_STATES[receiving]
 
 
 def _flag(fields: Mapping[str, object], name: str) -> bool | None:

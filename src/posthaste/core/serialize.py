@@ -174,6 +174,10 @@ def domain_record(domain: Domain) -> dict[str, Any]:
         "click_tracking": domain.click_tracking,
         "tls": domain.tls,
         "receiving": domain.receiving,
+        "capabilities": {
+            "sending": "enabled",
+            "receiving": "enabled" if domain.receiving else "disabled",
+        },
         "claimed": domain.claimed,
         "last_checked_at": format_ms(domain.last_checked_at),
     }

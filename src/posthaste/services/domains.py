@@ -51,6 +51,8 @@ class ClaimChallenge:
         return {
             "object": "domain_claim",
             "domain_id": self.domain.id,
+            "name": self.domain.name,
+            "region": self.domain.region,
             "status": "claimed" if self.domain.claimed else "pending",
             "record": {"type": "TXT", "name": self.name, "value": self.value},
         }
@@ -251,6 +253,31 @@ class DomainService:
             if domain.claim_token is None:
                 domain = replace(domain, claim_token=secrets.token_hex(16))
                 await repo.update_domain(tx, domain)
+        return _challenge(domain)
+
+    async def claim_name(self, principal: Principal, new: NewDomain) -> ClaimChallenge:
+        """Resend's ``POST /domains/claim {name}``: the claim of the team's domain of that name,
+        added first (with ``new``'s region and settings) when the team does not have it yet."""
+        async with self.db.read() as tx:
+            domain = await repo.find_by_name(tx, principal.team_id, new.name)
+        if domain is None:
+            try:
+                domain = await self.create(principal, new)
+            except Conflict:  # added meanwhile by a concurrent request
+                async with self.db.read() as tx:
+                    domain = await repo.find_by_name(tx, principal.team_id, new.name)
+                if domain is None:
+                    raise
+        return await self.claim(principal, domain.id)
+
+    async def claim_state(self, principal: Principal, domain_id: str) -> ClaimChallenge:
+        """The domain's claim as it stands; 404 when no claim was started."""
+        domain = await self.get(principal, domain_id)
+        if domain.claim_token is None:
+            raise NotFound(
+                f"No claim was started for domain {domain_id!r}; "
+                "POST /domains/{id}/claim starts one."
+            )
         return _challenge(domain)
 
     async def confirm_claim(self, principal: Principal, domain_id: str) -> Domain:

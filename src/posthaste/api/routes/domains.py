@@ -1,4 +1,4 @@
-"""/domains: create, list, get, update, delete, verify, regions, and claims."""
+"""/domains: create, list, get, update, delete, verify, regions, and claims (also Resend's)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ async def create_domain(
     new = parse_new_domain(json_object(body), services.settings.regions)
     domain = await services.domains.create(principal, new)
     return json_response(domain_record(domain), 201)
+
+
+@router.post(
+    "/domains/claim",
+    summary="Resend's claim by name: the claim of the team's domain of that name (added if new)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+    openapi_extra=body_schema(CreateDomainRequest),
+)
+async def claim_domain_by_name(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    new = parse_new_domain(json_object(body), services.settings.regions)
+    return json_response((await services.domains.claim_name(principal, new)).as_dict())
 
 
 @router.get(
@@ -134,6 +147,25 @@ async def verify_domain(
 )
 async def claim_domain(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
     return json_response((await services.domains.claim(principal, domain_id)).as_dict())
+
+
+@router.get(
+    "/domains/{domain_id}/claim",
+    summary="The domain's claim as it stands (404 until one is started)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+)
+async def get_claim(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    return json_response((await services.domains.claim_state(principal, domain_id)).as_dict())
+
+
+@router.post(
+    "/domains/{domain_id}/claim/verify",
+    summary="Resend's path for confirming a claim: answers the claim (422 if the record is absent)",
+    responses={200: {"model": DomainClaim}, **ERRORS},
+)
+async def verify_claim(domain_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
+    await services.domains.confirm_claim(principal, domain_id)
+    return json_response((await services.domains.claim_state(principal, domain_id)).as_dict())
 
 
 @router.post(

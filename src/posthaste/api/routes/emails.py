@@ -64,7 +64,10 @@ async def send_email(
     openapi_extra=body_schema(SendEmailRequest, array=True),
 )
 async def send_batch(
-    principal: SendingPrincipal, services: ServicesDep, body: JsonBody
+    principal: SendingPrincipal,
+    services: ServicesDep,
+    body: JsonBody,
+    batch_validation: Annotated[str | None, Header(alias="x-batch-validation")] = None,
 ) -> Response:
     # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
     if not isinstance(body, list):
@@ -74,7 +77,15 @@ async def send_batch(
     now = now_ms()
     items = [_parsed(item, now) for item in body]
     outcomes = await services.sending.accept_batch(principal.sender, Origin.BATCH, items)
-    return json_response({"data": [_batch_entry(i, o) for i, o in enumerate(outcomes)]})
+    entries = [_batch_entry(i, o) for i, o in enumerate(outcomes)]
+    result: dict[str, Any] = {"data": entries}
+    # Items always stand alone (SPEC), whichever mode Resend's SDKs ask for; 'permissive' also
+    # gets Resend's list of the failed items beside the per-item entries.
+    if (batch_validation or "").strip().lower() == "permissive":
+        result["errors"] = [
+            {"index": e["index"], "message": e["error"]["message"]} for e in entries if "error" in e
+        ]
+    return json_response(result)
 
 
 def _idempotency_key(header: str, body: object) -> IdempotencyKey:
@@ -259,8 +270,8 @@ async def email_attachments(
 
 @router.get(
     "/emails/{email_id}/attachments/{attachment_id}",
-    summary="Download an attachment (its JSON record with a signed link when Accept asks "
-    "for application/json)",
+    summary="Download an attachment (its JSON record with a signed link when the request asks "
+    "for JSON: Accept: application/json, or a JSON Content-Type)",
     responses={
         200: {
             "content": {
@@ -277,8 +288,9 @@ async def download_attachment(
     principal: FullPrincipal,
     services: ServicesDep,
     accept: Annotated[str | None, Header()] = None,
+    content_type: Annotated[str | None, Header()] = None,
 ) -> Response:
-    if wants_json(accept):
+    if wants_json(accept, content_type):
         details = await services.emails.attachment_details(principal, email_id, attachment_id)
         return json_response(attachment_record(details))
     info, data = await services.emails.attachment(principal, email_id, attachment_id)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 
+class Capabilities(BaseModel):
+    sending: str = Field("enabled", description="Always enabled: every domain sends")
+    receiving: str = Field("disabled", description="enabled or disabled (the receiving flag)")
+
+
 class CreateDomainRequest(BaseModel):
     name: str = Field(description="The domain to send from, e.g. example.com (IDN accepted)")
     region: str | None = Field(None, description="One of GET /domains/regions; default: the first")
@@ -12,6 +17,9 @@ class CreateDomainRequest(BaseModel):
     click_tracking: bool = False
     tls: str = Field("opportunistic", description="opportunistic or enforced")
     receiving: bool = Field(False, description="Also publish an MX to receive mail")
+    capabilities: Capabilities | None = Field(
+        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    )
 
 
 class UpdateDomainRequest(BaseModel):
@@ -19,6 +27,9 @@ class UpdateDomainRequest(BaseModel):
     click_tracking: bool | None = None
     tls: str | None = Field(None, description="opportunistic or enforced")
     receiving: bool | None = None
+    capabilities: Capabilities | None = Field(
+        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    )
 
 
 class DomainDnsRecord(BaseModel):
@@ -46,6 +57,7 @@ class DomainRecord(BaseModel):
     click_tracking: bool
     tls: str
     receiving: bool
+    capabilities: Capabilities = Field(description="Resend's view of receiving")
     claimed: bool = Field(description="This team holds the confirmed claim on the name")
     last_checked_at: str | None
 
@@ -75,5 +87,7 @@ class ClaimRecord(BaseModel):
 class DomainClaim(BaseModel):
     object: str = "domain_claim"
     domain_id: str
+    name: str = Field(description="The domain's name")
+    region: str
     status: str = Field(description="pending, or claimed once confirmed")
     record: ClaimRecord

@@ -103,8 +103,17 @@ class BatchEntry(BaseModel):
     error: BatchError | None = None
 
 
+class BatchFailure(BaseModel):
+    index: int
+    message: str
+
+
 class BatchResult(BaseModel):
     data: list[BatchEntry]
+    errors: list[BatchFailure] | None = Field(
+        default=None,
+        description="Only with the header x-batch-validation: permissive: the failed items",
+    )
 
 
 class EventRecord(BaseModel):
