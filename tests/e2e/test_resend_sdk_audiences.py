@@ -116,3 +116,31 @@ def test_topics_and_a_contacts_subscriptions(sdk: RunningServer) -> None:
     assert resend.Topics.remove(offers["id"])["deleted"] is True
     listed = resend.Contacts.Topics.list(contact_id=cat["id"])
     assert offers["id"] not in {t["id"] for t in listed["data"]}
+
+
+async def test_the_async_variants(sdk: RunningServer) -> None:
+    segment = await resend.Segments.create_async({"name": "Async"})
+    await resend.Segments.update_async(segment["id"], {"name": "Async 2"})
+    assert (await resend.Segments.get_async(segment["id"]))["name"] == "Async 2"
+    topic = await resend.Topics.create_async({"name": "T", "default_subscription": "opt_out"})
+    await resend.Topics.update_async(topic["id"], {"name": "T2"})
+    assert (await resend.Topics.get_async(topic["id"]))["name"] == "T2"
+    email = address("dan")
+    created = await resend.Contacts.create_async({"email": email, "first_name": "Dan"})
+    await resend.Contacts.update_async({"id": created["id"], "last_name": "Ng"})
+    assert (await resend.Contacts.get_async(email=email))["last_name"] == "Ng"
+    await resend.Contacts.Segments.add_async({"segment_id": segment["id"], "email": email})
+    listed = await resend.Contacts.list_async(segment_id=segment["id"])
+    assert [c["id"] for c in listed["data"]] == [created["id"]]
+    mine = await resend.Contacts.Segments.list_async({"email": email})
+    assert [s["id"] for s in mine["data"]] == [segment["id"]]
+    await resend.Contacts.Segments.remove_async({"segment_id": segment["id"], "email": email})
+    choice = [{"id": topic["id"], "subscription": "opt_in"}]
+    await resend.Contacts.Topics.update_async({"email": email, "topics": choice})
+    topics = await resend.Contacts.Topics.list_async(email=email)
+    assert {t["id"]: t["subscription"] for t in topics["data"]}[topic["id"]] == "opt_in"
+    assert {s["id"] for s in (await resend.Segments.list_async())["data"]} >= {segment["id"]}
+    assert {t["id"] for t in (await resend.Topics.list_async())["data"]} >= {topic["id"]}
+    assert (await resend.Contacts.remove_async(id=created["id"]))["deleted"] is True
+    assert (await resend.Segments.remove_async(segment["id"]))["deleted"] is True
+    assert (await resend.Topics.remove_async(topic["id"]))["deleted"] is True
