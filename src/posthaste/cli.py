@@ -8,15 +8,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.core.api_keys import MAX_NAME_LENGTH, NewApiKey
 from posthaste.core.ids import format_ms
 from posthaste.core.models import KeyMode, Permission
 from posthaste.errors import ConfigError, PosthasteError
 from posthaste.logs import configure_logging
+
+if TYPE_CHECKING:
+    from posthaste.bootstrap import Services
 
 ROLES = ("api", "smtp", "worker", "all")
 
@@ -28,6 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--role", choices=ROLES)
+    serve.add_argument("--processes", help="auto (one per core, the default) or N; 1 = one process")
+    # Set by the supervisor on the processes it starts (``supervisor.py``), not by people.
+    serve.add_argument("--supervised-ready-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--supervised-http-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--supervised-prepare", action="store_true", help=argparse.SUPPRESS)
     commands.add_parser("migrate", help="apply database migrations")
 
     teams = commands.add_parser("teams", help="manage teams").add_subparsers(
@@ -95,18 +102,19 @@ def _serve_overrides(settings: Settings, args: argparse.Namespace) -> Settings:
         environ["POSTHASTE_HTTP_PORT"] = str(args.port)
     if args.role:
         environ["POSTHASTE_ROLE"] = args.role
+    if args.processes:
+        environ["POSTHASTE_PROCESSES"] = args.processes
     return Settings.load(environ) if environ != os.environ else settings
 
 
 async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command == "serve":  # imports only what the process's roles need
+        return await _serve(settings, args)
+    from posthaste.bootstrap import build_services, migrate
+
     if args.command == "migrate":
         await migrate(settings)
         print("database is up to date")
-        return 0
-    if args.command == "serve":
-        from posthaste.server import serve
-
-        await serve(settings)
         return 0
     await migrate(settings)
     services = build_services(settings)
@@ -116,6 +124,20 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return await _keys(services, args)
     finally:
         await services.close()
+
+
+async def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from posthaste.server import Supervised, prepare, serve
+    from posthaste.supervisor import plan, supervise
+
+    if args.supervised_prepare:
+        return await prepare(settings)
+    if args.supervised_ready_fd is not None:
+        return await serve(settings, Supervised(args.supervised_ready_fd, args.supervised_http_fd))
+    layout = plan(settings)
+    if layout is None:
+        return await serve(settings)
+    return await supervise(settings, layout)
 
 
 async def _teams(services: Services, args: argparse.Namespace) -> int:

@@ -1,33 +1,64 @@
-"""``posthaste serve``: the API, the SMTP relay and the workers in one process, or one role."""
+"""``posthaste serve``: the API, the SMTP relay and the workers in one process, or one role.
+
+On several cores ``serve`` supervises one process per role (``supervisor.py``); each child runs
+``serve`` here with a ``Supervised`` link: the supervisor has migrated and bootstrapped already,
+hands it the HTTP socket, hears through a pipe when its roles listen, and holds its stdin open
+(when the supervisor is gone, however it ended, the child stops).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import signal
+import socket
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-
-from posthaste.api.app import create_app
-from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
-from posthaste.services.api_keys import CreatedKey
-from posthaste.smtp.relay import RelayServer
-from posthaste.workers.runner import Worker
+
+# Each role imports what it runs when it starts (``Roles.start``): a worker process never
+# loads the web framework, an API process never loads the SMTP server, and the supervisor,
+# which imports this module for its constants, loads none of them.
+if TYPE_CHECKING:
+    import uvicorn
+
+    from posthaste.bootstrap import Services
+    from posthaste.services.api_keys import CreatedKey
+    from posthaste.smtp.relay import RelayServer
+    from posthaste.workers.runner import Worker
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 10
 GC_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 
 
+@dataclass(frozen=True)
+class Supervised:
+    """The link of a process started by the supervisor (the hidden ``serve`` options)."""
+
+    ready_fd: int  # write "ready" or "error: <reason>", one line, then close
+    http_fd: int | None = None  # the HTTP socket, bound once by the supervisor
+
+    def http_socket(self) -> socket.socket | None:
+        return None if self.http_fd is None else socket.socket(fileno=self.http_fd)
+
+    def report(self, line: str) -> None:
+        with contextlib.suppress(OSError), os.fdopen(self.ready_fd, "w") as pipe:
+            pipe.write(line.replace("\n", " ") + "\n")
+
+
 class Roles:
     """The parts this process runs, started together and stopped gracefully together."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, http_socket: socket.socket | None = None) -> None:
         self.services = services
+        self.http_socket = http_socket
         self.worker: Worker | None = None
         self.api: uvicorn.Server | None = None
         self.relay: RelayServer | None = None
@@ -42,13 +73,30 @@ class Roles:
             self.tasks.append(asyncio.create_task(dispatcher.run(), name="webhooks"))
         if role in ("api", "all"):
             self.api = _api_server(self.services)
-            self.tasks.append(asyncio.create_task(self.api.serve(), name="api"))
+            sockets = None if self.http_socket is None else [self.http_socket]
+            self.tasks.append(asyncio.create_task(self.api.serve(sockets), name="api"))
         if role in ("smtp", "all"):
+            from posthaste.smtp.relay import RelayServer
+
             self.relay = RelayServer.from_settings(self.services)
             if self.relay.listeners:
                 self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
             elif role == "smtp":
                 log.warning("the smtp role has nothing to run: both relay ports are 0 (off)")
+
+    async def wait_listening(self) -> None:
+        """Until the API and the relay listen; a role that ends first raises its error."""
+        while not self._listening():
+            for task in self.tasks:
+                if task.done():
+                    error = None if task.cancelled() else task.exception()
+                    raise RuntimeError(str(error) if error else f"the {task.get_name()} ended")
+            await asyncio.sleep(0.01)
+
+    def _listening(self) -> bool:
+        api_up = self.api is None or self.api.started
+        relay_up = self.relay is None or len(self.relay.servers) == len(self.relay.listeners)
+        return api_up and relay_up
 
     async def stop(self) -> None:
         if self.api is not None:
@@ -65,19 +113,28 @@ class Roles:
                 task.cancel()
 
 
-async def serve(settings: Settings) -> None:
-    await migrate(settings)
+async def serve(settings: Settings, supervised: Supervised | None = None) -> int:
+    """Run this process's roles until SIGTERM/SIGINT (0), or until one fails (1, with why)."""
+    from posthaste.bootstrap import build_services, migrate
+
+    if supervised is None:
+        await migrate(settings)
     services = build_services(settings)
-    roles = Roles(services)
+    roles = Roles(services, supervised.http_socket() if supervised else None)
     try:
-        await _announce_bootstrap(services)
+        if supervised is None:
+            await announce_bootstrap(services)
         roles.start()
         await services.db.start_listening()
         settle_heap()
-        await _until_stopped(roles.tasks)
+        if supervised is not None:
+            await _report_listening(roles, supervised)
+        await _until_stopped(roles.tasks, lifeline=supervised is not None)
     finally:
         await roles.stop()
         await services.close()
+    # A supervised child has told the supervisor, which says it once for all.
+    return _failure(roles.tasks, say=supervised is None)
 
 
 def settle_heap() -> None:
@@ -94,20 +151,55 @@ def settle_heap() -> None:
     gc.set_threshold(GC_THRESHOLD, 20, 20)
 
 
-async def _until_stopped(tasks: list[asyncio.Task[None]]) -> None:
-    """Until SIGINT/SIGTERM, or until a role ends by itself (e.g. the port is taken)."""
+async def _report_listening(roles: Roles, supervised: Supervised) -> None:
+    try:
+        await roles.wait_listening()
+    except RuntimeError as exc:
+        supervised.report(f"error: {exc}")
+        return  # the failed role's task is done: ``_until_stopped`` returns at once
+    supervised.report("ready")
+
+
+def _failure(tasks: list[asyncio.Task[None]], *, say: bool) -> int:
+    """1 when a role ended with an error (``say``: with why, on stderr); else 0."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            if say:
+                print(
+                    f"posthaste: the {task.get_name()} stopped: {task.exception()}", file=sys.stderr
+                )
+            return 1
+    return 0
+
+
+async def _until_stopped(tasks: list[asyncio.Task[None]], *, lifeline: bool = False) -> None:
+    """Until SIGINT/SIGTERM, or until a role ends by itself (e.g. the port is taken); with
+    ``lifeline``, also once stdin closes (the supervisor holds it open while it lives)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if lifeline:
+        loop.add_reader(sys.stdin.fileno(), _on_lifeline, stop)
     waiter = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     finally:
         waiter.cancel()
+        if lifeline:
+            loop.remove_reader(sys.stdin.fileno())
+
+
+def _on_lifeline(stop: asyncio.Event) -> None:
+    if not os.read(sys.stdin.fileno(), 512):  # end of file: the supervisor is gone
+        stop.set()
 
 
 def _api_server(services: Services) -> uvicorn.Server:
+    import uvicorn
+
+    from posthaste.api.app import create_app
+
     settings = services.settings
     config = uvicorn.Config(
         create_app(services),
@@ -127,7 +219,24 @@ def _api_server(services: Services) -> uvicorn.Server:
     return server
 
 
-async def _announce_bootstrap(services: Services) -> None:
+async def prepare(settings: Settings) -> int:
+    """What the supervisor has done once, before its children start (``supervisor.py``): the
+    schema, the first run's team and keys (printed here), the relay's certificate."""
+    from posthaste.bootstrap import build_services, migrate
+    from posthaste.smtp.tls import certificate_files
+
+    await migrate(settings)
+    services = build_services(settings)
+    try:
+        await announce_bootstrap(services)
+    finally:
+        await services.close()
+    if settings.smtp_relay_port or settings.smtp_relay_tls_port:
+        certificate_files(settings)
+    return 0
+
+
+async def announce_bootstrap(services: Services) -> None:
     keys = await services.teams.bootstrap()
     if not keys:
         return

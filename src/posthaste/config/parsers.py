@@ -108,6 +108,14 @@ def parse_role(text: str) -> Role:
     return role
 
 
+def parse_processes(text: str) -> int:
+    """``auto`` (0: one per core) or how many cores ``serve`` fills, 1 (one process) to 1024."""
+    value = text.strip().lower()
+    if value == "auto":
+        return 0
+    return _parse_whole_number(value, 1, 1024, "auto or an integer 1-1024")
+
+
 def parse_log_level(text: str) -> str:
     """A logging level name, in lower case."""
     level = text.strip().lower()

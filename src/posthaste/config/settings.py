@@ -33,6 +33,7 @@ from posthaste.config.parsers import (
     parse_path,
     parse_port,
     parse_positive_duration,
+    parse_processes,
     parse_public_url,
     parse_regions,
     parse_retention_days,
@@ -122,6 +123,7 @@ class Settings:
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
     retention_days: int = 30
     role: Role = "all"
+    processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
     job_lease: float = 60.0
     log_level: str = "info"
 
@@ -243,6 +245,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         secret_key=_resolve_secret_key(sources, database_url, data_dir),
         retention_days=get("retention_days", parse_retention_days, base.retention_days),
         role=get("role", parse_role, base.role),
+        processes=get("processes", parse_processes, base.processes),
         job_lease=get("job_lease", parse_positive_duration, base.job_lease),
         log_level=get("log_level", parse_log_level, base.log_level),
     )

@@ -4,8 +4,8 @@ What differs between SQLite and PostgreSQL is its dialect's (``storage/dialects.
 it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the process), read
 units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
 others through ``NOTIFY`` (sent inside the transaction, delivered by PostgreSQL at commit, heard
-on one ``LISTEN`` connection per process). SQLite serves one process: the in-process callbacks
-are all there is.
+on one ``LISTEN`` connection per process). On SQLite, other processes on the same file hear
+commits through a ``CommitWatch`` (``storage/dialects.py``), within 50 ms.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from posthaste.errors import ServiceUnavailable
-from posthaste.storage.dialects import Dialect, Forms
+from posthaste.storage.dialects import Dialect, Forms, Listening
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Database:
         self.engine: AsyncEngine = dialect.create_engine(
             url, pool_size, json_serializer=_dump_json, json_deserializer=orjson.loads
         )
-        self._write_lock = dialect.write_lock()
+        self._write_lock = dialect.write_lock(url)
         # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
         # between units; SQLite has no such thing (a write takes the write lock either way).
         autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self.transaction)
@@ -94,7 +94,7 @@ class Database:
         self._held: tuple[AsyncConnection, asyncpg.Connection] | None = None
         self._held_lock = asyncio.Lock()
         self._listeners: dict[str, list[Listener]] = defaultdict(list)
-        self._listen_conn: asyncpg.Connection | None = None
+        self._listen_conn: Listening | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
         self._closing = False
 

@@ -5,7 +5,8 @@ handed it, and every unit of work carries it as ``tx.dialect``. Everything that 
 the two is asked of it, so no other module tests which database it runs on:
 
 - ``Database``'s engine (pool, SQLite's pragmas and ``BEGIN IMMEDIATE``), its write lock, its
-  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process only), the migration lock;
+  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process and ``CommitWatch``), the
+  migration lock;
 - what the repositories write differently: ``insert`` (``ON CONFLICT``), ``among`` (``IN``);
 - ``pick(forms)``: a query with a PostgreSQL and a SQLite form keeps both side by side under one
   name in its repository, ``Forms(postgresql=…, sqlite=…)`` (``suppressions._LISTED``,
@@ -20,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +43,8 @@ T = TypeVar("T")
 # Called with the channel of each NOTIFY heard; called with nothing when the link is lost.
 Heard = Callable[[str], None]
 Lost = Callable[[], None]
+# How often a SQLite process looks whether another connection has committed (``CommitWatch``).
+SQLITE_WATCH_SECONDS = 0.05
 _MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on PostgreSQL
 
 
@@ -49,6 +55,12 @@ class Forms(Generic[T]):
 
     postgresql: T
     sqlite: T
+
+
+class Listening(Protocol):
+    """What ``Dialect.listen`` hands back: closed when the database closes."""
+
+    async def close(self) -> None: ...
 
 
 class Dialect(Protocol):
@@ -74,8 +86,8 @@ class Dialect(Protocol):
         """SQLAlchemy's async engine for ``url`` (a ``+aiosqlite`` or ``+asyncpg`` URL)."""
         ...
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """What a write transaction holds in this process while it runs."""
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What a write transaction holds while it runs."""
         ...
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
@@ -88,8 +100,8 @@ class Dialect(Protocol):
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
-        """A connection that hears other processes' wake-ups, or None where none can come."""
+    ) -> Listening | None:
+        """What hears other processes' wake-ups, or None where none can come."""
         ...
 
     def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
@@ -125,8 +137,10 @@ def among(tx: Tx, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
 
 @dataclass(frozen=True)
 class SqliteDialect:
-    """One machine: a file in WAL mode; writers queue on a lock in the process, and since one
-    process serves it, wake-ups are the in-process callbacks ``Database`` fires after commit."""
+    """One machine: a file in WAL mode; writers queue on a lock in the process, then on one
+    beside the file across processes (``WritersLock``); wake-ups are the in-process callbacks
+    ``Database`` fires after commit, and, for the other processes on the file (``posthaste
+    serve`` supervises several), a ``CommitWatch``."""
 
     alters_by_copy = True
 
@@ -151,9 +165,12 @@ class SqliteDialect:
         event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
         return engine
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        # Writers queue fairly here instead of spinning in SQLite's busy handler.
-        return asyncio.Lock()
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        # Writers queue here instead of sleeping in SQLite's busy handler.
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            return asyncio.Lock()
+        return WritersLock(path + "-writers.lock")
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
         return await conn.execution_options(sqlite_read=True)  # a plain BEGIN: no write lock
@@ -163,8 +180,11 @@ class SqliteDialect:
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
-        return None
+    ) -> Listening | None:
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            return None  # no other process can open it
+        return CommitWatch.start(path, channels, heard)
 
     def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # the migration's own write transaction serialises
@@ -201,7 +221,7 @@ class PostgresDialect:
             url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False, **options
         )
 
-    def write_lock(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
         return contextlib.nullcontext()  # row locks and MVCC: writers run side by side
 
     async def reading(self, conn: AsyncConnection) -> AsyncConnection:
@@ -215,19 +235,115 @@ class PostgresDialect:
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
-    ) -> asyncpg.Connection | None:
+    ) -> Listening | None:
         plain = make_url(url).set(drivername="postgresql")
-        conn = await asyncpg.connect(plain.render_as_string(hide_password=False))
+        conn: asyncpg.Connection = await asyncpg.connect(
+            plain.render_as_string(hide_password=False)
+        )
         for channel in channels:
             await conn.add_listener(channel, lambda _c, _pid, name, _payload: heard(name))
         conn.add_termination_listener(lambda _c: lost())
-        return conn
+        listening: Listening = conn
+        return listening
 
     @contextlib.asynccontextmanager
     async def migrating(self, conn: AsyncConnection) -> AsyncIterator[None]:
         await conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATIONS_LOCK})")
         yield
         await conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MIGRATIONS_LOCK})")
+
+
+class WritersLock:
+    """SQLite's writers, of this process and of the others on the file, queue here in turn:
+    an asyncio lock in the process, then an ``flock`` on a file beside the database. SQLite's
+    own busy handler would have them sleep and look again, up to 100 ms at a time, while the
+    lock is free; ``flock`` wakes a waiter as soon as the holder lets go."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._local = asyncio.Lock()
+        self._fd: int | None = None
+
+    async def __aenter__(self) -> None:
+        await self._local.acquire()
+        try:
+            self._fd = await self._lock_file()
+        except BaseException:
+            self._local.release()
+            raise
+
+    async def __aexit__(self, *_: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock
+        self._local.release()
+
+    async def _lock_file(self) -> int:
+        """The lock file, open and locked; a new descriptor each time (closing it unlocks)."""
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass  # another writer has it: wait in a thread, the event loop runs on
+        except BaseException:
+            os.close(fd)
+            raise
+        waiting = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
+        try:
+            await asyncio.shield(waiting)
+        except BaseException:
+            # Cancelled while the thread waits: close the file once it has the lock (or fails).
+            waiting.add_done_callback(lambda _: os.close(fd))
+            raise
+        return fd
+
+
+class CommitWatch:
+    """SQLite's wake-ups across processes: SQLite has no NOTIFY, but ``PRAGMA data_version``
+    on a connection of its own changes whenever another connection (this process's pool or
+    another process) has committed. Every ``SQLITE_WATCH_SECONDS`` the watch reads it, and on a
+    change wakes every channel: listeners are idempotent (a worker looks for due jobs, a cache
+    forgets), and this fires at most 20 times a second whatever the write rate."""
+
+    def __init__(self, conn: sqlite3.Connection, channels: Collection[str], heard: Heard) -> None:
+        self._conn = conn
+        self._channels = tuple(channels)
+        self._heard = heard
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def start(cls, path: str, channels: Collection[str], heard: Heard) -> CommitWatch:
+        # Read on the event loop itself: ~2 µs, and never waits (no busy timeout: a busy
+        # moment is a miss, looked at again next time).
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=0)
+        watch = cls(conn, channels, heard)
+        watch._task = asyncio.get_running_loop().create_task(watch._run(), name="sqlite-watch")
+        return watch
+
+    def _version(self) -> int | None:
+        try:
+            row = self._conn.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(row[0])
+
+    async def _run(self) -> None:
+        seen = self._version()
+        while True:
+            await asyncio.sleep(SQLITE_WATCH_SECONDS)
+            version = self._version()
+            if version is not None and version != seen:
+                seen = version
+                for channel in self._channels:
+                    self._heard(channel)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._conn.close()
 
 
 def _notify_statement(count: int) -> Any:

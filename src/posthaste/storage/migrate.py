@@ -1,15 +1,21 @@
-"""Schema migrations (Alembic), applied by ``posthaste migrate`` and at ``serve`` start."""
+"""Schema migrations (Alembic), applied by ``posthaste migrate`` and at ``serve`` start.
+
+Alembic is imported when a migration runs, not with this module: the processes ``serve``
+supervises never migrate (the supervisor does, once), and it would add ~10 MiB to each.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from posthaste.storage.dialects import Dialect
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -17,6 +23,8 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 def alembic_config(async_url: str, dialect: Dialect) -> Config:
     """Alembic's configuration for the database at ``async_url`` (``migrations/env.py`` reads
     the dialect from it)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", async_url.replace("%", "%%"))
@@ -38,5 +46,7 @@ async def upgrade_to_head(async_url: str, dialect: Dialect) -> None:
 
 
 def _upgrade(connection: Connection, config: Config) -> None:
+    from alembic import command
+
     config.attributes["connection"] = connection
     command.upgrade(config, "head")

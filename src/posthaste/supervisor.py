@@ -1,0 +1,305 @@
+"""``posthaste serve`` on several cores: one process per role, sized to the machine, supervised.
+
+Python runs one core per process, so by default ``serve`` (role ``all``) starts its roles as
+child processes, ``python -m posthaste.cli serve --role R``: API processes sharing the HTTP
+socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``), and
+worker processes (deliveries and webhooks) sharing the queues through the database. Before any
+child starts, a short-lived process (``server.prepare``) migrates, makes the first run's team
+and keys (printed once) and the relay's self-signed certificate, so children never race for
+them; the supervisor itself never imports the application and stays small.
+
+A child that dies is started again after a backoff (0.5 s, doubling to 30 s; back to 0.5 s once
+a child has run a minute). A child that cannot start at first (it exits, or reports an error,
+before it listens) stops the others, and ``serve`` exits 1 with one line saying which and why.
+SIGTERM/SIGINT reach every child, each drains as a lone process does, and one still running
+after ``STOP_SECONDS`` is killed. See ``docs/deploying.md`` (process model, sizing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+from posthaste.config import Role, Settings
+from posthaste.server import SHUTDOWN_GRACE_SECONDS
+
+log = logging.getLogger(__name__)
+
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+STEADY_SECONDS = 60.0  # a child that ran this long before dying restarts at FIRST_BACKOFF
+STOP_SECONDS = SHUTDOWN_GRACE_SECONDS + 10  # a child's drain, then SIGKILL
+HTTP_BACKLOG = 2048
+_ROLES: tuple[Role, ...] = ("api", "smtp", "worker")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many processes of each role: sized by ``for_cores``."""
+
+    api: int
+    smtp: int
+    worker: int
+
+    @classmethod
+    def for_cores(cls, cores: int, *, relay: bool) -> Layout:
+        """``cores`` worker processes (deliveries are the CPU-bound part), and one API and one
+        relay process per four cores (at least one each; none for the relay when it is off)."""
+        share = max(1, cores // 4)
+        return cls(api=share, smtp=share if relay else 0, worker=cores)
+
+    def roles(self) -> list[Role]:
+        api: list[Role] = ["api"] * self.api
+        smtp: list[Role] = ["smtp"] * self.smtp
+        worker: list[Role] = ["worker"] * self.worker
+        return api + smtp + worker
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity, e.g. a container's cpuset)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def plan(settings: Settings) -> Layout | None:
+    """The processes to supervise, or None when one process runs it all (``--processes 1``, a
+    one-core machine) or runs one ``--role``."""
+    if settings.role != "all":
+        return None
+    cores = settings.processes or machine_cores()
+    if cores <= 1:
+        return None
+    relay = bool(settings.smtp_relay_port or settings.smtp_relay_tls_port)
+    return Layout.for_cores(cores, relay=relay)
+
+
+async def supervise(settings: Settings, layout: Layout) -> int:
+    """Prepare once, start every child, keep them running until SIGTERM/SIGINT: 0, or 1 with
+    one line on stderr when something cannot start."""
+    try:
+        http = _bind_http(settings)
+    except OSError as exc:
+        where = f"{settings.http_host}:{settings.http_port}"
+        print(f"posthaste: cannot listen on {where} for the API: {_reason(exc)}", file=sys.stderr)
+        return 1
+    with http:
+        code = await _prepare(settings)
+        if code != 0:
+            print(
+                f"posthaste: preparing the database failed (exit code {code}; its log is above)",
+                file=sys.stderr,
+            )
+            return 1
+        supervisor = Supervisor(settings, layout, http)
+        return await supervisor.run()
+
+
+def _bind_http(settings: Settings) -> socket.socket:
+    """The HTTP socket, bound here once: API children share it, and it stays open while one is
+    restarted (connections wait in the backlog instead of being refused)."""
+    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
+    address = (settings.http_host, settings.http_port)
+    return socket.create_server(address, family=family, backlog=HTTP_BACKLOG)
+
+
+async def _prepare(settings: Settings) -> int:
+    """What must happen once, before any child (schema, first-run keys, relay certificate),
+    done by a short-lived process (``server.prepare``): the supervisor itself never imports
+    the application, so it stays a small process for as long as ``serve`` runs."""
+    command = [sys.executable, "-m", "posthaste.cli", "serve", "--supervised-prepare"]
+    process = await asyncio.create_subprocess_exec(*command, env=_environ(settings))
+    return await process.wait()
+
+
+def _environ(settings: Settings) -> dict[str, str]:
+    """This process's environment, with what the command line set here (host, port)."""
+    environ = dict(os.environ)
+    environ["POSTHASTE_HTTP_HOST"] = settings.http_host
+    environ["POSTHASTE_HTTP_PORT"] = str(settings.http_port)
+    environ["POSTHASTE_PUBLIC_URL"] = settings.public_url
+    environ.pop("POSTHASTE_ROLE", None)
+    environ.pop("POSTHASTE_PROCESSES", None)
+    return environ
+
+
+@dataclass
+class Child:
+    """One slot of the layout: the process running it now, and its restart backoff."""
+
+    role: Role
+    process: asyncio.subprocess.Process | None = None
+    started_at: float = 0.0
+    backoff: float = FIRST_BACKOFF
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+@dataclass
+class Supervisor:
+    settings: Settings
+    layout: Layout
+    http: socket.socket
+    children: list[Child] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop.set)
+        self.children = [Child(role) for role in self.layout.roles()]
+        starting = asyncio.create_task(self._start_all())
+        stopping = asyncio.create_task(self._stop.wait())
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():  # SIGTERM/SIGINT while children were starting
+            starting.cancel()
+            await self._stop_all()
+            return 0
+        stopping.cancel()
+        failure = starting.result()
+        if failure is not None:
+            await self._stop_all()
+            print(f"posthaste: {failure}", file=sys.stderr)
+            return 1
+        self._log_layout()
+        watchers = [asyncio.create_task(self._watch(child)) for child in self.children]
+        await self._stop.wait()
+        for watcher in watchers:
+            watcher.cancel()
+        await self._stop_all()
+        return 0
+
+    async def _start_all(self) -> str | None:
+        """Start every child and wait until each listens; the first failure, in words. The API
+        processes start last, so that ``/readyz`` answering means every role is up."""
+        for api in (False, True):
+            group = [child for child in self.children if (child.role == "api") == api]
+            outcomes = await asyncio.gather(*(self._start(child) for child in group))
+            for child, outcome in zip(group, outcomes, strict=True):
+                if outcome is not None:
+                    return f"the {child.role} process (pid {child.pid}) could not start: {outcome}"
+        return None
+
+    async def _start(self, child: Child) -> str | None:
+        """Start ``child`` and wait for its report: None once it listens, else why not."""
+        read_end, write_end = os.pipe()
+        try:
+            child.process = await self._spawn(child.role, write_end)
+        finally:
+            os.close(write_end)
+        child.started_at = time.monotonic()
+        line = await _read_report(read_end)
+        if line == "ready":
+            return None
+        if line.startswith("error: "):
+            return line.removeprefix("error: ")
+        code = await child.process.wait()
+        return f"it exited with code {code} before it listened (its log is above)"
+
+    async def _spawn(self, role: Role, ready_fd: int) -> asyncio.subprocess.Process:
+        command = [sys.executable, "-m", "posthaste.cli", "serve", "--role", role]
+        command += ["--supervised-ready-fd", str(ready_fd)]
+        fds = [ready_fd]
+        if role == "api":
+            command += ["--supervised-http-fd", str(self.http.fileno())]
+            fds.append(self.http.fileno())
+        # A session of its own: a terminal's Ctrl-C reaches the supervisor alone, which stops
+        # the children in order; stdin is the lifeline (``server._until_stopped``).
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            pass_fds=fds,
+            env=self._child_environ(),
+            start_new_session=True,
+        )
+
+    def _child_environ(self) -> dict[str, str]:
+        environ = _environ(self.settings)
+        environ["POSTHASTE_HTTP_PORT"] = str(self.http.getsockname()[1])  # when given as 0
+        return environ
+
+    async def _watch(self, child: Child) -> None:
+        """Start ``child`` again whenever it dies, after its backoff."""
+        while True:
+            assert child.process is not None
+            code = await child.process.wait()
+            ran = time.monotonic() - child.started_at
+            if ran >= STEADY_SECONDS:
+                child.backoff = FIRST_BACKOFF
+            log.warning(
+                "%s process %s exited (code %s); starting another in %.1fs",
+                child.role,
+                child.pid,
+                code,
+                child.backoff,
+                extra={"fields": {"role": child.role, "pid": child.pid, "exit_code": code}},
+            )
+            await asyncio.sleep(child.backoff)
+            if self._stop.is_set():
+                return
+            child.backoff = min(child.backoff * 2, MAX_BACKOFF)
+            failure = await self._start(child)
+            fields = {"fields": {"role": child.role, "pid": child.pid}}
+            if failure is None:
+                log.warning("%s process %s started", child.role, child.pid, extra=fields)
+            else:
+                log.error("%s process %s could not start: %s", child.role, child.pid, failure)
+
+    async def _stop_all(self) -> None:
+        """SIGTERM to every child, wait for their drain, SIGKILL whoever is left."""
+        self.http.close()  # the API children hold their own copies until they finish
+        running = [child for child in self.children if child.running]
+        for child in running:
+            with contextlib.suppress(ProcessLookupError):
+                assert child.process is not None
+                child.process.terminate()
+        waits = [child.process.wait() for child in running if child.process is not None]
+        _, pending = await asyncio.wait(
+            [asyncio.ensure_future(w) for w in waits], timeout=STOP_SECONDS
+        )
+        if pending:
+            for child in running:
+                if child.running:
+                    assert child.process is not None
+                    log.warning("%s process %s did not stop; killing it", child.role, child.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        child.process.kill()
+            await asyncio.wait(pending)
+
+    def _log_layout(self) -> None:
+        pids = {role: [c.pid for c in self.children if c.role == role] for role in _ROLES}
+        log.info(
+            "serving with %d processes: %s",
+            len(self.children),
+            ", ".join(f"{role} {pids[role]}" for role in pids if pids[role]),
+            extra={"fields": {"processes": pids}},
+        )
+
+
+async def _read_report(read_end: int) -> str:
+    """The one line a child writes on its report pipe ("" if it closed it without a word)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(read_end, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        return (await reader.readline()).decode(errors="replace").strip()
+    finally:
+        transport.close()
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno) if exc.errno else str(exc)

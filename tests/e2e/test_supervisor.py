@@ -1,0 +1,267 @@
+"""``posthaste serve --processes 2``: a process per role, restarted when killed, stopped cleanly.
+
+Real processes: the supervisor and its children (``python -m posthaste.cli serve --role R``),
+found through ``/proc`` by their parent's pid and their command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
+from tests.e2e.conftest import _bootstrap_keys, free_port
+
+T = TypeVar("T")
+SIMULATED = "delivered@simulator.test"
+
+
+def until(condition: Callable[[], T | None], what: str, seconds: float = 60) -> T:
+    """``condition()``'s first truthy value, looked for every 50 ms until the deadline."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def children(pid: int) -> dict[int, str]:
+    """The live child processes of ``pid``, each with the role on its command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) != pid or fields[0] == "Z":
+            continue
+        args = [part.decode() for part in cmdline]
+        if "--role" in args:
+            found[int(entry.name)] = args[args.index("--role") + 1]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@dataclass
+class Serve:
+    process: subprocess.Popen[bytes]
+    url: str
+    env: dict[str, str]
+    data_dir: Path
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def roles(self) -> Counter[str]:
+        return Counter(children(self.process.pid).values())
+
+    def pid_of(self, role: str) -> int:
+        return next(pid for pid, r in children(self.process.pid).items() if r == role)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def base_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    data_dir = tmp_path / "posthaste-data"
+    data_dir.mkdir()
+    env = {
+        **os.environ,
+        "POSTHASTE_DATA_DIR": str(data_dir),
+        "POSTHASTE_HTTP_PORT": str(free_port()),
+        "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
+        "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
+        "POSTHASTE_LOG_LEVEL": "warning",
+        # A killed worker's claimed jobs wait out their lease: keep it short.
+        "POSTHASTE_JOB_LEASE": "2s",
+    }
+    env.pop("POSTHASTE_PROCESSES", None)
+    if request.param == "sqlite":
+        yield env
+        return
+    name = f"posthaste_sup_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(f"PostgreSQL is required for this test: {exc}")
+    env["POSTHASTE_DATABASE_URL"] = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{name}"
+    env["POSTHASTE_SECRET_KEY"] = SECRET
+    yield env
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def start(env: dict[str, str], *args: str) -> Serve:
+    data_dir = Path(env["POSTHASTE_DATA_DIR"])
+    log = data_dir.parent / f"serve-{uuid.uuid4().hex[:6]}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "posthaste.cli", "serve", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=data_dir.parent,
+        )
+    return Serve(process, f"http://127.0.0.1:{env['POSTHASTE_HTTP_PORT']}", env, data_dir, log)
+
+
+@pytest.fixture
+def serving(base_env: dict[str, str]) -> Iterator[Serve]:
+    serve = start(base_env, "--processes", "2")
+    try:
+        until(lambda: _ready(serve), "the supervised server to answer /readyz")
+        yield serve
+    finally:
+        if serve.process.poll() is None:
+            serve.process.kill()
+            serve.process.wait(30)
+
+
+def _ready(serve: Serve) -> bool:
+    if serve.process.poll() is not None:
+        raise AssertionError(f"serve exited early:\n{serve.output()}")
+    try:
+        return httpx.get(f"{serve.url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def send(client: httpx.Client, n: int) -> str:
+    response = client.post(
+        "/emails",
+        json={"from": "hi@acme.test", "to": SIMULATED, "subject": f"m{n}", "text": "t"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    email_id: str = response.json()["id"]
+    return email_id
+
+
+def all_delivered(client: httpx.Client, ids: list[str]) -> bool:
+    statuses = [client.get(f"/emails/{i}").json()["last_event"] for i in ids]
+    return all(status == "email.delivered" for status in statuses)
+
+
+def test_a_child_per_role_restarted_when_killed_and_all_stopped_on_sigterm(
+    serving: Serve,
+) -> None:
+    assert serving.roles() == Counter({"api": 1, "smtp": 1, "worker": 2})
+    key = _bootstrap_keys(serving.data_dir)["test"]
+    headers = {"Authorization": f"Bearer {key}"}
+    # A new connection per request: a kept one dies with the process that accepted it.
+    no_keepalive = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(base_url=serving.url, headers=headers, limits=no_keepalive) as client:
+        ids = [send(client, n) for n in range(5)]
+        for role in ("worker", "api", "smtp"):
+            killed = serving.pid_of(role)
+            os.kill(killed, signal.SIGKILL)
+            # The API socket is the supervisor's: sends wait for the new API process, never fail.
+            ids += [send(client, n) for n in range(5)]
+            replaced = until(
+                lambda r=role, k=killed: (
+                    serving.roles()[r] == 1 + (r == "worker")
+                    and k not in children(serving.process.pid)
+                ),
+                f"a new {role} process",
+            )
+            assert replaced
+            until(lambda k=killed: f"process {k} exited (code -9)" in serving.output(), "the log")
+        until(lambda: all_delivered(client, ids), "every accepted email to be delivered")
+    pids = list(children(serving.process.pid))
+    assert serving.stop() == 0, serving.output()
+    assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_child_that_cannot_start_stops_serve_with_one_line(base_env: dict[str, str]) -> None:
+    relay_port = int(base_env["POSTHASTE_SMTP_RELAY_PORT"])
+    with socket.socket() as taken:  # no SO_REUSEPORT: the relay cannot share it
+        taken.bind(("127.0.0.1", relay_port))
+        taken.listen()
+        serve = start(base_env, "--processes", "2")
+        code = serve.process.wait(120)
+    assert code == 1
+    reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
+    assert len(reasons) == 1, serve.output()
+    assert reasons[0].startswith("posthaste: the smtp process (pid ")
+    assert "could not start" in reasons[0] and "address already in use" in reasons[0]
+    assert not children(serve.process.pid)
+
+
+def test_a_taken_http_port_stops_serve_with_one_line(base_env: dict[str, str]) -> None:
+    port = int(base_env["POSTHASTE_HTTP_PORT"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        serve = start(base_env, "--processes", "2")
+        code = serve.process.wait(120)
+    assert code == 1
+    reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
+    assert reasons == [
+        f"posthaste: cannot listen on 127.0.0.1:{port} for the API: Address already in use"
+    ]
+
+
+def test_children_stop_when_the_supervisor_is_killed(serving: Serve) -> None:
+    pids = list(children(serving.process.pid))
+    assert len(pids) == 4
+    serving.process.kill()
+    serving.process.wait(30)
+    # Their stdin, a pipe the supervisor held, has closed: each drains and exits by itself.
+    until(lambda: not [pid for pid in pids if alive(pid)], "every child to exit")
+
+
+def test_sigint_stops_every_child_too(serving: Serve) -> None:
+    pids = list(children(serving.process.pid))
+    serving.process.send_signal(signal.SIGINT)
+    assert serving.process.wait(60) == 0, serving.output()
+    assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_database_that_cannot_be_prepared_stops_serve_with_one_line(
+    base_env: dict[str, str],
+) -> None:
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {
+        **base_env,
+        "POSTHASTE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/nowhere",
+        "POSTHASTE_SECRET_KEY": "s" * 40,
+    }
+    serve = start(env, "--processes", "2")
+    code = serve.process.wait(120)
+    assert code == 1
+    reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
+    assert reasons and reasons[-1].startswith("posthaste: preparing the database failed")
+    assert not children(serve.process.pid)
