@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
 from posthaste.core.ids import new_id
@@ -20,8 +21,10 @@ from posthaste.core.models import (
     TemplateVariable,
     TemplateVersion,
 )
+from posthaste.core.segments import Segment
 from posthaste.core.serialize import email_event_data
 from posthaste.core.status import EmailStatus
+from posthaste.core.topics import ContactTopic, Topic
 from posthaste.core.webhooks import DeliveryStatus, Webhook, WebhookAttempt, WebhookDelivery
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -264,3 +267,28 @@ def webhook_attempts() -> list[WebhookAttempt]:
         ),
         replace(ok, status_code=500, success=False, error="HTTP 500", response_body=""),
     ]
+
+
+def contacts() -> list[Contact]:
+    return [
+        Contact(new_id(), TEAM, "ann@example.com", "ann@example.com", "Ann", "Lee", False,
+                {"plan": "pro", "seats": 3, "score": 4.5}, T0, T0 + 1000),
+        Contact(new_id(), TEAM, "Bob@xn--bcher-kva.example", "bob@xn--bcher-kva.example",
+                None, None, True, {}, T0, T0),
+    ]  # fmt: skip
+
+
+def segments() -> list[Segment]:
+    return [Segment(new_id(), TEAM, "Newsletter", T0)]
+
+
+def topics() -> list[Topic]:
+    return [
+        Topic(new_id(), TEAM, "News", "Monthly news", "opt_in", T0, T0),
+        Topic(new_id(), TEAM, "Offers", None, "opt_out", T0, T0 + 5),
+    ]
+
+
+def contact_topics() -> list[ContactTopic]:
+    news, offers = topics()
+    return [ContactTopic(news, "opt_out"), ContactTopic(offers, "opt_out")]

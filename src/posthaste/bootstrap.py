@@ -20,12 +20,14 @@ from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.segments import SegmentService
 from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import ContentResolver, SenderPolicy, SendingService
 from posthaste.services.streams import StreamService
@@ -33,6 +35,7 @@ from posthaste.services.suppressions import SuppressionService
 from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
+from posthaste.services.topics import TopicService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.dialects import Dialect, dialect_for
@@ -63,6 +66,9 @@ class Services:
     domains: DomainService
     webhooks: WebhookService
     event_stream: EventStream
+    contacts: ContactService
+    segments: SegmentService
+    topics: TopicService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -162,6 +168,9 @@ def build_services(
             allow_private=settings.webhook_allow_private,
         ),
         event_stream=EventStream(db),
+        contacts=ContactService(db),
+        segments=SegmentService(db),
+        topics=TopicService(db),
     )
 
 

@@ -1,4 +1,5 @@
-"""Migrations 0003, 0007 and 0009 build exactly the tables that ``storage/tables.py`` declares."""
+"""Migrations 0003, 0007, 0009 and 0010 build exactly the tables that ``storage/tables.py``
+declares."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ DOMAIN_TABLES = {
     "email_recipients",
     "email_tags",
     "attachments",
+    # migration 0010: audiences
+    "contacts",
+    "segments",
+    "segment_members",
+    "topics",
+    "contact_topics",
 }
 
 

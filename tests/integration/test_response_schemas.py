@@ -39,6 +39,10 @@ def paged_more(record: dict[str, Any]) -> dict[str, Any]:
     return {**paged(record), "has_more": True}
 
 
+def contact_topics(record: dict[str, Any]) -> dict[str, Any]:
+    return {"object": "list", "id": records.TEAM, "data": [record], "has_more": False}
+
+
 def with_secret(record: dict[str, Any]) -> dict[str, Any]:
     secret = "whsec_" + "0" * 48
     return {**record, "secret": secret, "signing_secret": secret}
@@ -73,6 +77,21 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
     (serialize.suppression_record, records.suppressions, paged_more, "GET /suppressions 200"),
     (serialize.template_record, records.templates, alone, "GET /templates/{template_id} 200"),
     (serialize.template_record, records.templates, more, "GET /templates 200"),
+    (serialize.contact_record, records.contacts, alone, "GET /contacts/{id_or_email} 200"),
+    (serialize.contact_record, records.contacts, alone, "POST /contacts 201"),
+    (serialize.contact_record, records.contacts, more, "GET /contacts 200"),
+    (serialize.contact_record, records.contacts, more, "GET /segments/{segment_id}/contacts 200"),
+    (serialize.segment_record, records.segments, alone, "GET /segments/{segment_id} 200"),
+    (serialize.segment_record, records.segments, more, "GET /segments 200"),
+    (serialize.segment_record, records.segments, more, "GET /contacts/{contact_id}/segments 200"),
+    (serialize.topic_record, records.topics, alone, "GET /topics/{topic_id} 200"),
+    (serialize.topic_record, records.topics, more, "GET /topics 200"),
+    (
+        serialize.contact_topic_record,
+        records.contact_topics,
+        contact_topics,
+        "GET /contacts/{contact_id}/topics 200",
+    ),
     (serialize.domain_record, records.domains, alone, "GET /domains/{domain_id} 200"),
     (serialize.domain_record, records.domains, more, "GET /domains 200"),
     (webhooks.webhook_record, records.webhooks, alone, "GET /webhooks/{webhook_id} 200"),

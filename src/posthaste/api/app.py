@@ -12,14 +12,17 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    contacts,
     domains,
     emails,
     event_stream,
     health,
     links,
+    segments,
     streams,
     suppressions,
     templates,
+    topics,
     webhooks,
 )
 from posthaste.bootstrap import Services
@@ -50,6 +53,9 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(templates.router)
     app.include_router(domains.router)
     app.include_router(webhooks.router)
+    app.include_router(contacts.router)
+    app.include_router(segments.router)
+    app.include_router(topics.router)
     app.include_router(event_stream.router)
     install_openapi(app)
     install_docs(app)

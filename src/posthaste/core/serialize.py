@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
@@ -18,6 +19,8 @@ from posthaste.core.models import (
     Template,
     TemplateVariable,
 )
+from posthaste.core.segments import Segment
+from posthaste.core.topics import ContactTopic, Topic
 
 
 def email_record(email: Email) -> dict[str, Any]:
@@ -192,4 +195,50 @@ def attempt_record(item: DeliveryAttempt) -> dict[str, Any]:
         "replies": item.replies,
         "transcript": item.transcript,
         "duration_ms": item.duration_ms,
+    }
+
+
+def contact_record(contact: Contact) -> dict[str, Any]:
+    """A contact as the API shows it (and as ``contact.*`` events carry it)."""
+    return {
+        "object": "contact",
+        "id": contact.id,
+        "email": contact.email,
+        "first_name": contact.first_name,
+        "last_name": contact.last_name,
+        "unsubscribed": contact.unsubscribed,
+        "properties": contact.properties,
+        "created_at": format_ms(contact.created_at),
+        "updated_at": format_ms(contact.updated_at),
+    }
+
+
+def segment_record(segment: Segment) -> dict[str, Any]:
+    return {
+        "object": "segment",
+        "id": segment.id,
+        "name": segment.name,
+        "created_at": format_ms(segment.created_at),
+    }
+
+
+def topic_record(topic: Topic) -> dict[str, Any]:
+    return {
+        "object": "topic",
+        "id": topic.id,
+        "name": topic.name,
+        "description": topic.description,
+        "default_subscription": topic.default_subscription,
+        "created_at": format_ms(topic.created_at),
+        "updated_at": format_ms(topic.updated_at),
+    }
+
+
+def contact_topic_record(item: ContactTopic) -> dict[str, Any]:
+    """A topic as one contact sees it: ``subscription`` is its effective subscription."""
+    return {
+        "id": item.topic.id,
+        "name": item.topic.name,
+        "description": item.topic.description,
+        "subscription": item.subscription,
     }

@@ -1,0 +1,22 @@
+"""Segment shapes, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class SegmentRequest(BaseModel):
+    name: str = Field(examples=["Newsletter"])
+
+
+class SegmentRecord(BaseModel):
+    object: str = "segment"
+    id: str
+    name: str
+    created_at: str
+
+
+class SegmentList(BaseModel):
+    object: str = "list"
+    data: list[SegmentRecord]
+    has_more: bool = Field(description="More items lie past this page (false for the full set)")

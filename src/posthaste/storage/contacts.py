@@ -1,0 +1,136 @@
+"""A team's contacts, looked up by id or by their lower-cased address (``email_key``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import Select, delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from posthaste.core.contacts import Contact
+from posthaste.storage.database import Tx
+from posthaste.storage.dialects import insert_for
+from posthaste.storage.keyset import read_page
+from posthaste.storage.tables import contacts, segment_members
+
+STREAM_ROWS = 500
+
+
+def _contact(row: Any) -> Contact:
+    return Contact(
+        id=row.id,
+        team_id=row.team_id,
+        email=row.email,
+        email_key=row.email_key,
+        first_name=row.first_name,
+        last_name=row.last_name,
+        unsubscribed=bool(row.unsubscribed),
+        properties=dict(row.properties or {}),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _values(contact: Contact) -> dict[str, Any]:
+    return {
+        "email": contact.email,
+        "email_key": contact.email_key,
+        "first_name": contact.first_name,
+        "last_name": contact.last_name,
+        "unsubscribed": contact.unsubscribed,
+        "properties": contact.properties,
+        "updated_at": contact.updated_at,
+    }
+
+
+async def insert_contact(tx: Tx, contact: Contact) -> bool:
+    """Insert; False when the team already has a contact with this address."""
+    query = (
+        insert_for(tx, contacts)
+        .values(id=contact.id, team_id=contact.team_id, created_at=contact.created_at,
+                **_values(contact))
+        .on_conflict_do_nothing()
+    )  # fmt: skip
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def get_contact(
+    tx: Tx, team_id: str, kind: str, value: str, *, for_update: bool = False
+) -> Contact | None:
+    """The team's contact whose ``id`` (``kind`` "id") or lookup address ("email") is
+    ``value``; ``for_update`` locks its row (PostgreSQL) so concurrent edits apply in turn."""
+    column = contacts.c.id if kind == "id" else contacts.c.email_key
+    query = select(contacts).where(contacts.c.team_id == team_id, column == value)
+    if for_update:
+        query = query.with_for_update()
+    row = (await tx.conn.execute(query)).first()
+    return _contact(row) if row else None
+
+
+async def update_contact(tx: Tx, contact: Contact) -> bool:
+    """Write every field of ``contact``; False when its new address is another contact's."""
+    query = (
+        update(contacts)
+        .where(contacts.c.team_id == contact.team_id, contacts.c.id == contact.id)
+        .values(**_values(contact))
+    )
+    try:
+        async with tx.conn.begin_nested():
+            await tx.conn.execute(query)
+    except IntegrityError:
+        return False
+    return True
+
+
+async def delete_contact(tx: Tx, team_id: str, contact_id: str) -> bool:
+    """Remove the contact; its memberships and topic choices go with it (cascade)."""
+    query = delete(contacts).where(contacts.c.team_id == team_id, contacts.c.id == contact_id)
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+def _listed(segment_id: str | None) -> Select[Any]:
+    query = select(contacts)
+    if segment_id is not None:
+        query = query.join(
+            segment_members,
+            (segment_members.c.contact_id == contacts.c.id)
+            & (segment_members.c.segment_id == segment_id),
+        )
+    return query
+
+
+async def stream_contacts(tx: Tx, team_id: str, segment_id: str | None) -> AsyncIterator[Contact]:
+    """Every contact of the team (of one of its segments), oldest first, in flat memory."""
+    query = (
+        _listed(segment_id)
+        .where(contacts.c.team_id == team_id)
+        .order_by(contacts.c.created_at, contacts.c.id)
+    )
+    result = await tx.conn.stream(query.execution_options(yield_per=STREAM_ROWS))
+    async for row in result:
+        yield _contact(row)
+
+
+async def page_contacts(
+    tx: Tx,
+    team_id: str,
+    segment_id: str | None,
+    limit: int,
+    anchor: str | None,
+    *,
+    backwards: bool,
+) -> tuple[list[Contact], bool] | None:
+    """A page of the team's contacts (of one segment), oldest first, after (before) the contact
+    ``anchor``, and whether more lie beyond; None when the team has no such contact."""
+    return await read_page(
+        tx,
+        contacts,
+        _listed(segment_id),
+        _contact,
+        team_id=team_id,
+        limit=limit,
+        anchor=anchor,
+        newest_first=False,
+        backwards=backwards,
+    )

@@ -1,0 +1,29 @@
+"""docs/audiences.md's walk-through, run exactly as written against a real server."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.conftest import RunningServer
+from tests.e2e.docs import ROOT, bash_blocks, run_script
+
+GUIDE = ROOT / "docs" / "audiences.md"
+
+
+def example() -> str:
+    return bash_blocks(GUIDE, "<!-- example:start -->", "<!-- example:end -->")
+
+
+def test_the_walkthrough_runs(server: RunningServer) -> None:
+    env = {**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key}
+    created, members, bob, ann, edited, deleted = run_script(example(), server, env).splitlines()
+    contact = json.loads(created)
+    assert contact["email"] == "Ann@example.com" and contact["first_name"] == "Ann"
+    assert contact["properties"] == {"plan": "pro", "seats": 3}
+    assert members == "Ann@example.com bob@example.com"
+    assert (bob, ann) == ("opt_out", "opt_in")
+    changed = json.loads(edited)
+    assert changed["id"] == contact["id"] and changed["unsubscribed"] is True
+    assert changed["properties"] == {"plan": "pro", "seats": 5}
+    gone = json.loads(deleted)
+    assert gone["object"] == "contact" and gone["deleted"] is True

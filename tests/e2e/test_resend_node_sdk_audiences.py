@@ -1,0 +1,99 @@
+"""The official Resend Node SDK's contacts, segments and topics calls against a real server
+(SQLite and PostgreSQL), through the bridge of tests/node_bridge.py."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import RunningServer
+from tests.node_bridge import NodeBridge, missing_node, pinned_version
+
+
+@pytest.fixture(scope="module")
+def node(server: RunningServer) -> Iterator[NodeBridge]:
+    reason = missing_node()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"The Resend Node SDK tests must run under CI=true: {reason}")
+        pytest.skip(reason)
+    bridge = NodeBridge(server.url, server.test_key, server.data_dir / "node-audiences.log")
+    assert bridge.sdk_version == pinned_version(), "stale tests/node/node_modules: run make test"
+    yield bridge
+    bridge.close()
+
+
+def address(name: str) -> str:
+    """A fresh address: the module's server keeps its data between tests."""
+    return f"{name}-{uuid.uuid4().hex[:8]}@example.com"
+
+
+def test_contacts(node: NodeBridge) -> None:
+    email = address("ann")
+    created = node.ok(
+        "contacts.create",
+        {"email": email, "firstName": "Ann", "properties": {"plan": "pro", "seats": 2}},
+    )
+    contact_id = created["id"]
+    assert node.ok("contacts.get", contact_id)["email"] == email
+    got = node.ok("contacts.get", {"email": email.upper()})
+    assert got["id"] == contact_id and got["properties"] == {"plan": "pro", "seats": 2}
+    node.ok("contacts.update", {"email": email, "lastName": "Lee", "unsubscribed": True})
+    node.ok("contacts.update", {"id": contact_id, "properties": {"seats": 3}})
+    got = node.ok("contacts.get", {"id": contact_id})
+    assert (got["first_name"], got["last_name"], got["unsubscribed"]) == ("Ann", "Lee", True)
+    assert got["properties"] == {"plan": "pro", "seats": 3}
+    listed = node.ok("contacts.list", {"limit": 100})
+    assert contact_id in [c["id"] for c in listed["data"]]
+    taken = node.call("contacts.create", {"email": email.upper()})
+    assert taken["error"]["statusCode"] == 409 and taken["error"]["name"] == "conflict"
+    removed = node.ok("contacts.remove", {"email": email})
+    assert removed["id"] == contact_id and removed["deleted"] is True
+    assert node.call("contacts.get", contact_id)["error"]["statusCode"] == 404
+
+
+def test_segments_and_memberships(node: NodeBridge) -> None:
+    segment_id = node.ok("segments.create", {"name": "Newsletter"})["id"]
+    node.ok("segments.update", segment_id, {"name": "Weekly"})
+    assert node.ok("segments.get", segment_id)["name"] == "Weekly"
+    assert segment_id in [s["id"] for s in node.ok("segments.list")["data"]]
+    ann = node.ok("contacts.create", {"email": address("ann"), "segments": [{"id": segment_id}]})
+    bob_email = address("bob")
+    bob = node.ok("contacts.create", {"email": bob_email})
+    node.ok("contacts.segments.add", {"email": bob_email, "segmentId": segment_id})
+    node.ok("contacts.segments.add", {"contactId": bob["id"], "segmentId": segment_id})
+    members = node.ok("contacts.list", {"segmentId": segment_id})
+    assert [c["id"] for c in members["data"]] == [ann["id"], bob["id"]]
+    of_bob = node.ok("contacts.segments.list", {"contactId": bob["id"]})
+    assert [s["id"] for s in of_bob["data"]] == [segment_id]
+    node.ok("contacts.segments.remove", {"email": bob_email, "segmentId": segment_id})
+    members = node.ok("contacts.list", {"segmentId": segment_id})
+    assert [c["id"] for c in members["data"]] == [ann["id"]]
+    assert node.ok("segments.remove", segment_id)["deleted"] is True
+    assert node.ok("contacts.get", ann["id"])["id"] == ann["id"]
+
+
+def test_topics_and_a_contacts_subscriptions(node: NodeBridge) -> None:
+    news = node.ok("topics.create", {"name": "News", "defaultSubscription": "opt_in"})
+    offers = node.ok(
+        "topics.create", {"name": "Offers", "defaultSubscription": "opt_out", "description": "x"}
+    )
+    node.ok("topics.update", {"id": offers["id"], "description": "Now and then"})
+    assert node.ok("topics.get", offers["id"])["description"] == "Now and then"
+    assert {news["id"], offers["id"]} <= {t["id"] for t in node.ok("topics.list")["data"]}
+    email = address("cat")
+    cat = node.ok(
+        "contacts.create",
+        {"email": email, "topics": [{"id": offers["id"], "subscription": "opt_in"}]},
+    )
+    node.ok(
+        "contacts.topics.update",
+        {"id": cat["id"], "topics": [{"id": news["id"], "subscription": "opt_out"}]},
+    )
+    listed = node.ok("contacts.topics.list", {"email": email})
+    mine = {t["id"]: t["subscription"] for t in listed["data"]}
+    assert mine[news["id"]] == "opt_out" and mine[offers["id"]] == "opt_in"
+    assert node.ok("topics.remove", offers["id"])["deleted"] is True

@@ -1,0 +1,146 @@
+"""The official ``resend`` Python SDK's contacts, segments and topics calls, pointed at a real
+Posthaste server (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import resend
+import resend.exceptions
+
+from tests.e2e.conftest import RunningServer
+
+
+@pytest.fixture
+def sdk(server: RunningServer) -> Iterator[RunningServer]:
+    previous = (resend.api_key, resend.api_url)
+    resend.api_key, resend.api_url = server.test_key, server.url
+    yield server
+    resend.api_key, resend.api_url = previous
+
+
+def address(name: str) -> str:
+    """A fresh address: the module's server keeps its data between tests."""
+    return f"{name}-{uuid.uuid4().hex[:8]}@example.com"
+
+
+def test_contacts_create_get_update_list_and_remove(sdk: RunningServer) -> None:
+    email = address("ann")
+    created = resend.Contacts.create(
+        {"email": email, "first_name": "Ann", "unsubscribed": False, "properties": {"plan": "pro"}}
+    )
+    contact_id = created["id"]
+    assert created["object"] == "contact"
+    got = resend.Contacts.get(id=contact_id)
+    assert got["email"] == email and got["first_name"] == "Ann"
+    assert got["properties"] == {"plan": "pro"}
+    assert resend.Contacts.get(email=email.upper())["id"] == contact_id
+
+    updated = resend.Contacts.update({"email": email, "last_name": "Lee", "unsubscribed": True})
+    assert updated["id"] == contact_id
+    updated = resend.Contacts.update({"id": contact_id, "first_name": "Annie"})
+    got = resend.Contacts.get(id=contact_id)
+    assert (got["first_name"], got["last_name"], got["unsubscribed"]) == ("Annie", "Lee", True)
+
+    listed = resend.Contacts.list()
+    assert contact_id in [c["id"] for c in listed["data"]] and listed["has_more"] is False
+    page = resend.Contacts.list(params={"limit": 1})
+    assert len(page["data"]) == 1
+
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Contacts.create({"email": email.upper()})  # 409: the address is taken
+
+    removed = resend.Contacts.remove(email=email)
+    assert removed["id"] == contact_id and removed["deleted"] is True
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Contacts.get(id=contact_id)
+
+
+def test_segments_and_memberships(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Newsletter"})
+    segment_id = segment["id"]
+    assert resend.Segments.get(segment_id)["name"] == "Newsletter"
+    resend.Segments.update(segment_id, {"name": "Weekly"})
+    assert resend.Segments.get(segment_id)["name"] == "Weekly"
+    assert segment_id in [s["id"] for s in resend.Segments.list()["data"]]
+
+    ann = resend.Contacts.create({"email": address("ann"), "segments": [{"id": segment_id}]})
+    bob_email = address("bob")
+    bob = resend.Contacts.create({"email": bob_email})
+    added = resend.Contacts.Segments.add({"segment_id": segment_id, "email": bob_email})
+    assert added["id"] == segment_id
+    resend.Contacts.Segments.add({"segment_id": segment_id, "contact_id": bob["id"]})  # again
+
+    members = resend.Contacts.list(segment_id=segment_id)
+    assert [c["id"] for c in members["data"]] == [ann["id"], bob["id"]]
+    of_bob = resend.Contacts.Segments.list({"contact_id": bob["id"]})
+    assert [s["id"] for s in of_bob["data"]] == [segment_id]
+
+    removed = resend.Contacts.Segments.remove({"segment_id": segment_id, "email": bob_email})
+    assert removed["deleted"] is True
+    members = resend.Contacts.list(segment_id=segment_id)
+    assert [c["id"] for c in members["data"]] == [ann["id"]]
+
+    gone = resend.Segments.remove(segment_id)
+    assert gone["deleted"] is True
+    assert resend.Contacts.get(id=ann["id"])["id"] == ann["id"]  # contacts stay
+
+
+def test_topics_and_a_contacts_subscriptions(sdk: RunningServer) -> None:
+    news = resend.Topics.create(
+        {"name": "News", "default_subscription": "opt_in", "description": "Monthly"}
+    )
+    offers = resend.Topics.create({"name": "Offers", "default_subscription": "opt_out"})
+    assert resend.Topics.get(news["id"])["description"] == "Monthly"
+    resend.Topics.update(offers["id"], {"description": "Now and then"})
+    assert resend.Topics.get(offers["id"])["description"] == "Now and then"
+    assert {news["id"], offers["id"]} <= {t["id"] for t in resend.Topics.list()["data"]}
+
+    email = address("cat")
+    cat = resend.Contacts.create(
+        {"email": email, "topics": [{"id": offers["id"], "subscription": "opt_in"}]}
+    )
+    mine = {t["id"]: t["subscription"] for t in resend.Contacts.Topics.list(email=email)["data"]}
+    assert mine[news["id"]] == "opt_in" and mine[offers["id"]] == "opt_in"
+
+    updated = resend.Contacts.Topics.update(
+        {"id": cat["id"], "topics": [{"id": news["id"], "subscription": "opt_out"}]}
+    )
+    assert updated["id"] == cat["id"]
+    listed = resend.Contacts.Topics.list(contact_id=cat["id"])
+    mine = {t["id"]: t["subscription"] for t in listed["data"]}
+    assert mine[news["id"]] == "opt_out" and mine[offers["id"]] == "opt_in"
+
+    assert resend.Topics.remove(offers["id"])["deleted"] is True
+    listed = resend.Contacts.Topics.list(contact_id=cat["id"])
+    assert offers["id"] not in {t["id"] for t in listed["data"]}
+
+
+async def test_the_async_variants(sdk: RunningServer) -> None:
+    segment = await resend.Segments.create_async({"name": "Async"})
+    await resend.Segments.update_async(segment["id"], {"name": "Async 2"})
+    assert (await resend.Segments.get_async(segment["id"]))["name"] == "Async 2"
+    topic = await resend.Topics.create_async({"name": "T", "default_subscription": "opt_out"})
+    await resend.Topics.update_async(topic["id"], {"name": "T2"})
+    assert (await resend.Topics.get_async(topic["id"]))["name"] == "T2"
+    email = address("dan")
+    created = await resend.Contacts.create_async({"email": email, "first_name": "Dan"})
+    await resend.Contacts.update_async({"id": created["id"], "last_name": "Ng"})
+    assert (await resend.Contacts.get_async(email=email))["last_name"] == "Ng"
+    await resend.Contacts.Segments.add_async({"segment_id": segment["id"], "email": email})
+    listed = await resend.Contacts.list_async(segment_id=segment["id"])
+    assert [c["id"] for c in listed["data"]] == [created["id"]]
+    mine = await resend.Contacts.Segments.list_async({"email": email})
+    assert [s["id"] for s in mine["data"]] == [segment["id"]]
+    await resend.Contacts.Segments.remove_async({"segment_id": segment["id"], "email": email})
+    choice = [{"id": topic["id"], "subscription": "opt_in"}]
+    await resend.Contacts.Topics.update_async({"email": email, "topics": choice})
+    topics = await resend.Contacts.Topics.list_async(email=email)
+    assert {t["id"]: t["subscription"] for t in topics["data"]}[topic["id"]] == "opt_in"
+    assert {s["id"] for s in (await resend.Segments.list_async())["data"]} >= {segment["id"]}
+    assert {t["id"] for t in (await resend.Topics.list_async())["data"]} >= {topic["id"]}
+    assert (await resend.Contacts.remove_async(id=created["id"]))["deleted"] is True
+    assert (await resend.Segments.remove_async(segment["id"]))["deleted"] is True
+    assert (await resend.Topics.remove_async(topic["id"]))["deleted"] is True
