@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
+from posthaste.api.openapi import PAGE_LIMIT
 from posthaste.bootstrap import Services
+from posthaste.core.cursors import PageRequest, page_request
 from posthaste.core.models import Permission, Principal
 from posthaste.errors import MissingApiKey, RestrictedApiKey, ValidationError
 
@@ -62,3 +64,19 @@ def json_object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValidationError("The request body must be a JSON object.")
     return body
+
+
+async def resend_page(
+    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
+    after: Annotated[
+        str | None, Query(description="The id of one of the list's items: the page after it")
+    ] = None,
+    before: Annotated[
+        str | None, Query(description="The id of one of the list's items: the page before it")
+    ] = None,
+) -> PageRequest | None:
+    """Resend's paging of a list (``limit``, ``after``/``before`` ids); None: the full set."""
+    return page_request(limit, after, before)
+
+
+ResendPage = Annotated[PageRequest | None, Depends(resend_page)]

@@ -3,13 +3,11 @@ creation)."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.api_keys import (
     ApiKeyList,
@@ -20,11 +18,7 @@ from posthaste.api.schemas.api_keys import (
 )
 from posthaste.api.schemas.common import Deleted
 from posthaste.core.api_keys import parse_key_name, parse_new_api_key
-from posthaste.core.cursors import page_request
 from posthaste.core.serialize import api_key_record
-
-AFTER = "An API key id: the page after it, in the list's order"
-BEFORE = "An API key id: the page before it, in the list's order"
 
 router = APIRouter(tags=["api-keys"])
 
@@ -53,11 +47,8 @@ async def create_api_key(
 async def list_api_keys(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         keys = await services.api_keys.all(principal.team_id)
         return page([api_key_record(k) for k in keys], False)

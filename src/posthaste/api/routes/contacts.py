@@ -9,8 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.contacts import (
@@ -21,13 +21,11 @@ from posthaste.api.schemas.contacts import (
 )
 from posthaste.api.streamed import streamed_listing
 from posthaste.core.contacts import parse_contact_changes, parse_new_contact
-from posthaste.core.cursors import page_request
+from posthaste.core.cursors import PageRequest
 from posthaste.core.models import Principal
 from posthaste.core.serialize import contact_record
 from posthaste.services.contacts import ContactService
 
-AFTER = "A contact id: the page after it, in the list's order"
-BEFORE = "A contact id: the page before it, in the list's order"
 SEGMENT = "Only the members of this segment"
 
 router = APIRouter(tags=["contacts"])
@@ -56,26 +54,19 @@ async def create_contact(
 async def list_contacts(
     principal: FullPrincipal,
     services: ServicesDep,
+    request: ResendPage,
     segment_id: Annotated[str | None, Query(description=SEGMENT)] = None,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
 ) -> Response:
-    return await contact_listing(
-        services.contacts, principal, segment_id or None, limit, after, before
-    )
+    return await contact_listing(services.contacts, principal, segment_id or None, request)
 
 
 async def contact_listing(
     contacts: ContactService,
     principal: Principal,
     segment_id: str | None,
-    limit: str | None,
-    after: str | None,
-    before: str | None,
+    request: PageRequest | None,
 ) -> Response:
     """The contacts (of a segment): streamed whole, or the page asked for."""
-    request = page_request(limit, after, before)
     if request is None:
         return await streamed_listing(_records(contacts, principal, segment_id), has_more=False)
     items, more = await contacts.page(principal, segment_id, request)

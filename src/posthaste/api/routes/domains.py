@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, listing, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.domains import (
@@ -21,14 +21,10 @@ from posthaste.api.schemas.domains import (
     UpdateDomainRequest,
 )
 from posthaste.api.streamed import streamed_listing
-from posthaste.core.cursors import page_request
 from posthaste.core.domain_requests import parse_domain_changes, parse_new_domain
 from posthaste.core.models import Principal
 from posthaste.core.serialize import domain_record
 from posthaste.services.domains import DomainService
-
-AFTER = "A domain id: the page after it, in the list's order"
-BEFORE = "A domain id: the page before it, in the list's order"
 
 router = APIRouter(tags=["domains"])
 
@@ -69,11 +65,8 @@ async def claim_domain_by_name(
 async def list_domains(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         return await streamed_listing(_records(services.domains, principal), has_more=False)
     items, more = await services.domains.page(principal, request)

@@ -8,9 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, SendingPrincipal, ServicesDep, json_object
+from posthaste.api.deps import (
+    FullPrincipal,
+    JsonBody,
+    ResendPage,
+    SendingPrincipal,
+    ServicesDep,
+    json_object,
+)
 from posthaste.api.negotiation import wants_json
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import json_response, listing, page
 from posthaste.api.schemas.emails import (
     AttachmentList,
@@ -259,11 +266,8 @@ async def email_attachments(
     email_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description="An attachment id: the page after it")] = None,
-    before: Annotated[str | None, Query(description="An attachment id: the page before it")] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     items, more = await services.emails.attachments(principal, email_id, request)
     return page([attachment_record(a) for a in items], more)
 

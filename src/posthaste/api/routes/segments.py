@@ -4,22 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
-from posthaste.api.routes.contacts import AFTER as CONTACT_AFTER
-from posthaste.api.routes.contacts import BEFORE as CONTACT_BEFORE
 from posthaste.api.routes.contacts import contact_listing
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.contacts import ContactList
 from posthaste.api.schemas.segments import SegmentList, SegmentRecord, SegmentRequest
 from posthaste.api.streamed import streamed_listing
-from posthaste.core.cursors import page_request
 from posthaste.core.models import Principal
 from posthaste.core.segments import parse_segment_name
 from posthaste.core.serialize import segment_record
@@ -54,11 +51,8 @@ async def create_segment(
 async def list_segments(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         return await streamed_listing(_records(services.segments, principal), has_more=False)
     items, more = await services.segments.page(principal, request)
@@ -111,11 +105,9 @@ async def list_segment_contacts(
     segment_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=CONTACT_AFTER)] = None,
-    before: Annotated[str | None, Query(description=CONTACT_BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    return await contact_listing(services.contacts, principal, segment_id, limit, after, before)
+    return await contact_listing(services.contacts, principal, segment_id, request)
 
 
 @router.post(
@@ -151,10 +143,7 @@ async def list_contact_segments(
     contact_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     items, more = await services.segments.of_contact(principal, contact_id, request)
     return page([segment_record(s) for s in items], more)

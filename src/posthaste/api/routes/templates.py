@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.templates import (
@@ -23,14 +23,10 @@ from posthaste.api.schemas.templates import (
     UpdateTemplateRequest,
 )
 from posthaste.api.streamed import streamed_listing
-from posthaste.core.cursors import page_request
 from posthaste.core.models import Principal
 from posthaste.core.serialize import template_record
 from posthaste.core.template_fields import parse_new_template, parse_template_changes
 from posthaste.services.templates import TemplateService
-
-AFTER = "A template id: the page after it, in the list's order"
-BEFORE = "A template id: the page before it, in the list's order"
 
 router = APIRouter(tags=["templates"])
 ONE = {200: {"model": TemplateRecord}, **ERRORS}
@@ -59,11 +55,8 @@ async def create_template(
 async def list_templates(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         return await streamed_listing(_records(services.templates, principal), has_more=False)
     items, more = await services.templates.page(principal, request)

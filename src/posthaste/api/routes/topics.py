@@ -4,13 +4,13 @@ deleted; a contact's effective subscriptions read and chosen."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.topics import (
@@ -22,7 +22,6 @@ from posthaste.api.schemas.topics import (
     UpdateTopicRequest,
 )
 from posthaste.api.streamed import streamed_listing
-from posthaste.core.cursors import page_request
 from posthaste.core.models import Principal
 from posthaste.core.serialize import contact_topic_record, topic_record
 from posthaste.core.topics import (
@@ -32,9 +31,6 @@ from posthaste.core.topics import (
     parse_topic_choices,
 )
 from posthaste.services.topics import TopicService
-
-AFTER = "A topic id: the page after it, in the list's order"
-BEFORE = "A topic id: the page before it, in the list's order"
 
 router = APIRouter(tags=["topics"])
 ONE = {200: {"model": TopicRecord}, **ERRORS}
@@ -60,11 +56,8 @@ async def create_topic(principal: FullPrincipal, services: ServicesDep, body: Js
 async def list_topics(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         return await streamed_listing(_records(services.topics, principal), has_more=False)
     items, more = await services.topics.page(principal, request)
@@ -124,11 +117,8 @@ async def list_contact_topics(
     contact_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     owner, items, more = await services.topics.of_contact(principal, contact_id, request)
     return _contact_topics(owner, items, more)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.responses import Response
 
-from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, PAGE_LIMIT, body_schema
+from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
+from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.webhooks import (
@@ -24,7 +24,7 @@ from posthaste.api.schemas.webhooks import (
 )
 from posthaste.api.streamed import streamed_listing
 from posthaste.bootstrap import Services
-from posthaste.core.cursors import page_of, page_request
+from posthaste.core.cursors import page_of
 from posthaste.core.models import Principal
 from posthaste.core.webhook_requests import parse_new_webhook, parse_webhook_changes
 from posthaste.core.webhooks import attempt_record, delivery_record, webhook_record
@@ -68,11 +68,8 @@ async def create_webhook(
 async def list_webhooks(
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is None:
         return page([webhook_record(h) for h in await services.webhooks.all(principal)], False)
     items, more = await services.webhooks.page(principal, request)
@@ -141,11 +138,8 @@ async def list_webhook_events(
     webhook_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=EVENT_AFTER)] = None,
-    before: Annotated[str | None, Query(description=EVENT_BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     if request is not None:
         items, more = await services.webhooks.deliveries_page(principal, webhook_id, request)
         return page([delivery_record(d) for d in items], more)
@@ -184,11 +178,8 @@ async def list_attempts(
     event_id: str,
     principal: FullPrincipal,
     services: ServicesDep,
-    limit: Annotated[str | None, Query(description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(description=ATTEMPT_AFTER)] = None,
-    before: Annotated[str | None, Query(description=ATTEMPT_BEFORE)] = None,
+    request: ResendPage,
 ) -> Response:
-    request = page_request(limit, after, before)
     items = await services.webhooks.attempts(principal, webhook_id, event_id)
     more = False
     if request is not None:
