@@ -804,3 +804,9 @@ def test_suppressions_add_get_list_remove(node: NodeBridge) -> None:
     assert removed["id"] == added["id"] and removed["deleted"] is True
     gone = failed(node.call("suppressions.get", address))
     assert gone["statusCode"] == 404
+    batch = [f"{i}-{address}" for i in range(2)]
+    many = node.ok("suppressions.batch.add", {"emails": batch})
+    assert [s["email"] for s in many["data"]] == batch
+    removed_many = node.ok("suppressions.batch.remove", {"ids": [s["id"] for s in many["data"]]})
+    assert [r["deleted"] for r in removed_many["data"]] == [True, True]
+    assert failed(node.call("suppressions.get", batch[0]))["statusCode"] == 404

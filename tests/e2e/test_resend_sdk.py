@@ -511,9 +511,17 @@ def test_suppressions(sdk: RunningServer) -> None:
     removed = resend.Suppressions.remove(address)
     assert (removed["id"], removed["deleted"]) == (added["id"], True)
     assert send("to a removed address", to=[address])
-    with pytest.raises(resend.exceptions.ResendError) as batch:
-        resend.Suppressions.Batch.add({"emails": ["x@example.com"]})  # type: ignore[typeddict-item]
-    assert batch.value.code in (404, 405)
+    batch = [f"batch{i}-{address}" for i in range(3)]
+    added_many = resend.Suppressions.Batch.add({"emails": batch})
+    assert [s["email"] for s in added_many["data"]] == batch
+    assert resend.Suppressions.get(batch[0])["id"] == added_many["data"][0]["id"]
+    gone = resend.Suppressions.Batch.remove({"emails": batch[:2]})
+    assert {g["id"] for g in gone["data"]} == {s["id"] for s in added_many["data"][:2]}
+    again = resend.Suppressions.Batch.remove({"ids": [added_many["data"][2]["id"]]})
+    assert [g["deleted"] for g in again["data"]] == [True]
+    with pytest.raises(resend.exceptions.ResendError) as missing:
+        resend.Suppressions.get(batch[2])
+    assert missing.value.code == 404
 
 
 # Errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posthaste.core.addresses import Address, parse_address
@@ -37,6 +38,12 @@ async def suppress(tx: Tx, item: Suppression) -> Suppression:
     return stored
 
 
+async def _find(tx: Tx, team_id: str, id_or_email: str) -> Suppression | None:
+    if is_uuid(id_or_email):
+        return await suppressions_repo.get_by_id(tx, team_id, id_or_email)
+    return await suppressions_repo.get_by_email(tx, team_id, _lookup_key(id_or_email))
+
+
 async def _record(tx: Tx, item: Suppression, kind: EventType, now: int) -> None:
     event = Event(new_id(), item.team_id, kind, None, now, suppression_record(item))
     await events_repo.insert_events(tx, [event])
@@ -67,14 +74,35 @@ class SuppressionService:
         async with self.db.transaction() as tx:
             return await suppress(tx, item)
 
+    async def add_many(
+        self, principal: Principal, addresses: Sequence[Address]
+    ) -> list[Suppression]:
+        """Suppress every address in one transaction (all or none), in the order given; an
+        address already listed keeps its entry; one given twice is listed once."""
+        now = now_ms()
+        unique = list(dict.fromkeys(a.lookup_key for a in addresses))
+        items = [Suppression(new_id(), principal.team_id, e, "manual", None, now) for e in unique]
+        async with self.db.transaction() as tx:
+            return [await suppress(tx, item) for item in items]
+
+    async def remove_many(self, principal: Principal, refs: Sequence[str]) -> list[Suppression]:
+        """Remove the entries named by id or address, in one transaction; names that match
+        no entry are passed over (removing is idempotent). The entries removed."""
+        removed: dict[str, Suppression] = {}
+        now = now_ms()
+        async with self.db.transaction() as tx:
+            for ref in refs:
+                found = await _find(tx, principal.team_id, ref)
+                if found is None or found.id in removed:
+                    continue
+                if await suppressions_repo.remove(tx, principal.team_id, found.id):
+                    await _record(tx, found, EventType.SUPPRESSION_REMOVED, now)
+                    removed[found.id] = found
+        return list(removed.values())
+
     async def get(self, principal: Principal, id_or_email: str) -> Suppression:
         async with self.db.read() as tx:
-            if is_uuid(id_or_email):
-                found = await suppressions_repo.get_by_id(tx, principal.team_id, id_or_email)
-            else:
-                found = await suppressions_repo.get_by_email(
-                    tx, principal.team_id, _lookup_key(id_or_email)
-                )
+            found = await _find(tx, principal.team_id, id_or_email)
         if found is None:
             raise NotFound(f"Suppression {id_or_email!r} was not found.")
         return found

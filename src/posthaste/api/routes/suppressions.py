@@ -13,12 +13,21 @@ from posthaste.api.responses import deleted, json_response
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.suppressions import (
     CreateSuppressionRequest,
+    SuppressionBatch,
+    SuppressionBatchRemoval,
     SuppressionList,
     SuppressionRecord,
+    SuppressionsAdded,
+    SuppressionsRemoved,
 )
 from posthaste.core.cursors import page_limit
 from posthaste.core.serialize import suppression_record
-from posthaste.core.suppressions import parse_suppressed_address, parse_suppression_origin
+from posthaste.core.suppressions import (
+    parse_removal_refs,
+    parse_suppressed_addresses,
+    parse_suppression_body,
+    parse_suppression_origin,
+)
 from posthaste.errors import ValidationError
 
 AFTER = "A suppression id (Resend's cursor): the page after it, newest first"
@@ -69,16 +78,50 @@ async def list_suppressions(
     "/suppressions",
     status_code=201,
     tags=["suppressions"],
-    summary="Suppress an address",
-    responses={201: {"model": SuppressionRecord}, **ERRORS},
+    summary="Suppress an address ({email}), or several ({emails: [...]} or an array): all or none",
+    responses={201: {"model": SuppressionRecord | SuppressionsAdded}, **ERRORS},
     openapi_extra=body_schema(CreateSuppressionRequest),
 )
 async def add_suppression(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    address = parse_suppressed_address(json_object(body).get("email"))
-    item = await services.suppressions.add(principal, address)
-    return json_response(suppression_record(item), 201)
+    addresses, listed = parse_suppression_body(body)
+    items = await services.suppressions.add_many(principal, addresses)
+    if not listed:
+        return json_response(suppression_record(items[0]), 201)
+    return json_response({"object": "list", "data": [suppression_record(i) for i in items]}, 201)
+
+
+@router.post(
+    "/suppressions/batch/add",
+    status_code=201,
+    tags=["suppressions"],
+    summary="Resend's batch add: {emails: [...]}, all or none",
+    responses={201: {"model": SuppressionsAdded}, **ERRORS},
+    openapi_extra=body_schema(SuppressionBatch),
+)
+async def add_suppressions(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    addresses = parse_suppressed_addresses(json_object(body).get("emails"))
+    items = await services.suppressions.add_many(principal, addresses)
+    return json_response({"object": "list", "data": [suppression_record(i) for i in items]}, 201)
+
+
+@router.post(
+    "/suppressions/batch/remove",
+    tags=["suppressions"],
+    summary="Resend's batch remove: {emails: [...]} or {ids: [...]}; the entries removed",
+    responses={200: {"model": SuppressionsRemoved}, **ERRORS},
+    openapi_extra=body_schema(SuppressionBatchRemoval),
+)
+async def remove_suppressions(
+    principal: FullPrincipal, services: ServicesDep, body: JsonBody
+) -> Response:
+    refs = parse_removal_refs(json_object(body))
+    items = await services.suppressions.remove_many(principal, refs)
+    removed = [{"object": "suppression", "id": i.id, "deleted": True} for i in items]
+    return json_response({"object": "list", "data": removed})
 
 
 @router.get(

@@ -23,3 +23,28 @@ class SuppressionList(BaseModel):
     data: list[SuppressionRecord]
     next_cursor: str
     has_more: bool = Field(description="Resend's form of next_cursor: more entries lie past")
+
+
+class SuppressionBatch(BaseModel):
+    emails: list[str] = Field(description="1 to 1,000 addresses")
+
+
+class SuppressionBatchRemoval(BaseModel):
+    emails: list[str] | None = Field(None, description="Addresses (or give ids)")
+    ids: list[str] | None = Field(None, description="Suppression ids (or give emails)")
+
+
+class SuppressionsAdded(BaseModel):
+    object: str = "list"
+    data: list[SuppressionRecord]
+
+
+class RemovedSuppression(BaseModel):
+    object: str = "suppression"
+    id: str
+    deleted: bool
+
+
+class SuppressionsRemoved(BaseModel):
+    object: str = "list"
+    data: list[RemovedSuppression]
