@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 
 from posthaste.storage import tables
 from posthaste.storage.database import Tx
+
+T = TypeVar("T")
+
+
+def until(condition: Callable[[], T | None], what: str, seconds: float = 60) -> T:
+    """``condition()``'s first truthy value, looked for every 50 ms until the deadline (for
+    tests that drive a real server from outside its event loop)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def email_body(**overrides: Any) -> dict[str, Any]:

@@ -12,8 +12,12 @@ import selectors
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 NODE_DIR = Path(__file__).parent / "node"
 BRIDGE = NODE_DIR / "bridge.mjs"
@@ -33,6 +37,28 @@ def missing_node() -> str | None:
     if not SDK_PACKAGE.exists():
         return "the Resend Node SDK is not installed (make test runs npm ci in tests/node)"
     return None
+
+
+def require_node() -> None:
+    """Skip the calling test where the Node SDK cannot run; under ``CI=true`` fail instead."""
+    reason = missing_node()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"The Resend Node SDK tests must run under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+@contextmanager
+def running_bridge(url: str, key: str, log: Path) -> Iterator[NodeBridge]:
+    """A bridge to the server at ``url`` with ``key``, checked to run the pinned SDK."""
+    require_node()
+    bridge = NodeBridge(url, key, log)
+    try:
+        assert bridge.sdk_version == pinned_version(), "stale tests/node/node_modules: make test"
+        yield bridge
+    finally:
+        bridge.close()
 
 
 def buffer(data: bytes) -> dict[str, str]:

@@ -8,8 +8,6 @@ through one long-lived Node process per server, and what it returns is asserted,
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +18,8 @@ import pytest
 
 from tests.dns_server import ZoneServer, running_zone
 from tests.e2e.conftest import RunningServer
-from tests.node_bridge import NodeBridge, buffer, missing_node, pinned_version
+from tests.helpers import until
+from tests.node_bridge import NodeBridge, buffer, require_node, running_bridge
 from tests.webhook_receiver import eventually, running_receiver
 
 PDF = b"%PDF-1.7\n" + bytes(range(256))
@@ -29,11 +28,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
 @pytest.fixture(scope="module")
 def node_available() -> None:
-    reason = missing_node()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"The Resend Node SDK tests must run under CI=true: {reason}")
-        pytest.skip(reason)
+    require_node()  # before the module's server starts
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +48,8 @@ def server_env(dns_host: ZoneServer) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def node(node_available: None, server: RunningServer) -> Iterator[NodeBridge]:
     """``new Resend(test key)`` with ``RESEND_BASE_URL`` set to the server."""
-    bridge = NodeBridge(server.url, server.test_key, server.data_dir / "node-bridge.log")
-    assert bridge.sdk_version == pinned_version(), "stale tests/node/node_modules: run make test"
-    yield bridge
-    bridge.close()
+    with running_bridge(server.url, server.test_key, server.data_dir / "node-bridge.log") as node:
+        yield node
 
 
 def in_days(days: float) -> str:
@@ -69,12 +62,12 @@ def unique(prefix: str) -> str:
 
 def record_of(node: NodeBridge, email_id: str, status: str) -> dict[str, Any]:
     """``emails.get`` until the email has ``status`` (bounded)."""
-    deadline = time.monotonic() + 15
-    while True:
+
+    def reached() -> dict[str, Any] | None:
         record: dict[str, Any] = node.ok("emails.get", email_id)
-        if record["status"] == status or time.monotonic() > deadline:
-            return record
-        time.sleep(0.05)
+        return record if record["status"] == status else None
+
+    return until(reached, f"email {email_id} to be {status}", seconds=15)
 
 
 def failed(answer: dict[str, Any]) -> dict[str, Any]:

@@ -3,27 +3,19 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.conftest import RunningServer
-from tests.node_bridge import NodeBridge, missing_node, pinned_version
+from tests.node_bridge import NodeBridge, running_bridge
 
 
 @pytest.fixture(scope="module")
 def node(server: RunningServer) -> Iterator[NodeBridge]:
-    reason = missing_node()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"The Resend Node SDK tests must run under CI=true: {reason}")
-        pytest.skip(reason)
-    bridge = NodeBridge(server.url, server.test_key, server.data_dir / "node-audiences.log")
-    assert bridge.sdk_version == pinned_version(), "stale tests/node/node_modules: run make test"
-    yield bridge
-    bridge.close()
+    with running_bridge(server.url, server.test_key, server.data_dir / "node-audiences.log") as n:
+        yield n
 
 
 def address(name: str) -> str:

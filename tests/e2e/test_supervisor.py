@@ -12,13 +12,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import asyncpg
 import httpx
@@ -26,20 +24,9 @@ import pytest
 
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
 from tests.e2e.conftest import _bootstrap_keys, free_port
+from tests.helpers import until
 
-T = TypeVar("T")
 SIMULATED = "delivered@simulator.test"
-
-
-def until(condition: Callable[[], T | None], what: str, seconds: float = 60) -> T:
-    """``condition()``'s first truthy value, looked for every 50 ms until the deadline."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def children(pid: int) -> dict[int, str]:

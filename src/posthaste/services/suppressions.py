@@ -69,10 +69,10 @@ class SuppressionService:
         source_email_id: str | None = None,
     ) -> Suppression:
         """Suppress an address for the team; an address already listed returns its entry."""
-        email = address.lookup_key
-        item = Suppression(new_id(), principal.team_id, email, origin, source_email_id, now_ms())
-        async with self.db.transaction() as tx:
-            return await suppress(tx, item)
+        item = Suppression(
+            new_id(), principal.team_id, address.lookup_key, origin, source_email_id, now_ms()
+        )
+        return (await self._store([item]))[0]
 
     async def add_many(
         self, principal: Principal, addresses: Sequence[Address]
@@ -82,6 +82,9 @@ class SuppressionService:
         now = now_ms()
         unique = list(dict.fromkeys(a.lookup_key for a in addresses))
         items = [Suppression(new_id(), principal.team_id, e, "manual", None, now) for e in unique]
+        return await self._store(items)
+
+    async def _store(self, items: Sequence[Suppression]) -> list[Suppression]:
         async with self.db.transaction() as tx:
             return [await suppress(tx, item) for item in items]
 

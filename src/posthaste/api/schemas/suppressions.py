@@ -6,7 +6,13 @@ from pydantic import BaseModel, Field
 
 
 class CreateSuppressionRequest(BaseModel):
-    email: str
+    """One address (``email``), or several (``emails``; a JSON array of addresses or of
+    ``{email}`` objects is taken too)."""
+
+    email: str | None = Field(None, description="One address (answers its entry)")
+    emails: list[str] | None = Field(
+        None, description="1 to 1,000 addresses, all or none (answers a list)"
+    )
 
 
 class SuppressionRecord(BaseModel):
