@@ -138,3 +138,15 @@ async def test_autocommit_units_hold_the_driver_connection_only_on_postgresql(
     async with services.db.autocommit() as tx:
         kept: Tx = tx
     assert (kept.driver is not None) == (backend == "postgres")
+
+
+async def test_postgresql_plans_each_statement_for_its_values(
+    services: Services, backend: str
+) -> None:
+    """A statement asyncpg prepared while a table was small must not keep a generic plan made
+    then (a sequential scan) once the table has grown: PostgreSQL sessions plan every run."""
+    if backend != "postgres":
+        pytest.skip("a PostgreSQL session setting; SQLite plans every statement anyway")
+    async with services.db.transaction() as tx:
+        mode = (await tx.conn.exec_driver_sql("SHOW plan_cache_mode")).scalar_one()
+    assert mode == "force_custom_plan"
