@@ -22,6 +22,7 @@ import asyncpg
 import httpx
 import pytest
 
+from posthaste.supervisor import WORKER_NICENESS
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
 from tests.e2e.conftest import _bootstrap_keys, free_port
 from tests.helpers import until
@@ -164,6 +165,13 @@ def test_a_child_per_role_restarted_when_killed_and_all_stopped_on_sigterm(
     serving: Serve,
 ) -> None:
     assert serving.roles() == Counter({"api": 1, "smtp": 1, "worker": 2})
+    # The front ends keep the supervisor's CPU priority; workers yield the CPU to them.
+    ours = os.getpriority(os.PRIO_PROCESS, serving.process.pid)
+    priorities = {
+        role: os.getpriority(os.PRIO_PROCESS, pid)
+        for pid, role in children(serving.process.pid).items()
+    }
+    assert priorities == {"api": ours, "smtp": ours, "worker": min(19, ours + WORKER_NICENESS)}
     key = _bootstrap_keys(serving.data_dir)["test"]
     headers = {"Authorization": f"Bearer {key}"}
     # A new connection per request: a kept one dies with the process that accepted it.
