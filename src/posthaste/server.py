@@ -65,23 +65,23 @@ class Roles:
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        role = self.services.settings.role
-        if role in ("worker", "all"):
+        roles = self.services.settings.role
+        if "worker" in roles:
             self.worker = self.services.make_worker()
             self.tasks.append(asyncio.create_task(self.worker.run(), name="worker"))
             dispatcher = self.services.make_webhook_dispatcher()
             self.tasks.append(asyncio.create_task(dispatcher.run(), name="webhooks"))
-        if role in ("api", "all"):
+        if "api" in roles:
             self.api = _api_server(self.services)
             sockets = None if self.http_socket is None else [self.http_socket]
             self.tasks.append(asyncio.create_task(self.api.serve(sockets), name="api"))
-        if role in ("smtp", "all"):
+        if "smtp" in roles:
             from posthaste.smtp.relay import RelayServer
 
             self.relay = RelayServer.from_settings(self.services)
             if self.relay.listeners:
                 self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
-            elif role == "smtp":
+            elif roles == {"smtp"}:
                 log.warning("the smtp role has nothing to run: both relay ports are 0 (off)")
 
     async def wait_listening(self) -> None:

@@ -1,9 +1,10 @@
-"""``posthaste serve`` on several cores: one process per role, sized to the machine, supervised.
+"""``posthaste serve`` on several cores: processes per role, sized to the machine, supervised.
 
 Python runs one core per process, so by default ``serve`` (role ``all``) starts its roles as
 child processes, ``python -m posthaste.cli serve --role R``: API processes sharing the HTTP
 socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``), and
-worker processes (deliveries and webhooks) sharing the queues through the database. Before any
+worker processes (deliveries and webhooks) sharing the queues through the database; below four
+cores the API and the relay share one process (``Layout.for_cores``). Before any
 child starts, a short-lived process (``server.prepare``) migrates, makes the first run's team
 and keys (printed once) and the relay's self-signed certificate, so children never race for
 them; the supervisor itself never imports the application and stays small.
@@ -27,7 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from posthaste.config import Role, Settings
+from posthaste.config import ALL_ROLES, Roles, Settings, roles_label
 from posthaste.server import SHUTDOWN_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ MAX_BACKOFF = 30.0
 STEADY_SECONDS = 60.0  # a child that ran this long before dying restarts at FIRST_BACKOFF
 STOP_SECONDS = SHUTDOWN_GRACE_SECONDS + 10  # a child's drain, then SIGKILL
 HTTP_BACKLOG = 2048
-_ROLES: tuple[Role, ...] = ("api", "smtp", "worker")
 # Delivery workers run at a lower CPU priority than the API and the relay (five above the
 # supervisor's): when the cores are full (a backlog being delivered), a client's request is
 # served before the next batch is signed, and the workers take every cycle the front ends
@@ -46,26 +46,36 @@ _ROLES: tuple[Role, ...] = ("api", "smtp", "worker")
 WORKER_NICENESS = 5
 
 
+FRONT_CORES = 4  # below this many cores the API and the relay share one process
+
+API: Roles = frozenset({"api"})
+RELAY: Roles = frozenset({"smtp"})
+WORKER: Roles = frozenset({"worker"})
+
+
 @dataclass(frozen=True)
 class Layout:
-    """How many processes of each role: sized by ``for_cores``."""
+    """The processes to supervise, each with the roles it runs: sized by ``for_cores``."""
 
-    api: int
-    smtp: int
-    worker: int
+    processes: tuple[Roles, ...]
 
     @classmethod
     def for_cores(cls, cores: int, *, relay: bool) -> Layout:
         """``cores`` worker processes (deliveries are the CPU-bound part), and one API and one
-        relay process per four cores (at least one each; none for the relay when it is off)."""
-        share = max(1, cores // 4)
-        return cls(api=share, smtp=share if relay else 0, worker=cores)
+        relay process per four cores (none for the relay when it is off). Below four cores the
+        API and the relay share one process: each Python process holds 90-110 MiB whatever it
+        runs, and on two or three cores a process of their own buys them nothing the workers'
+        lower priority does not (``WORKER_NICENESS``)."""
+        if cores < FRONT_CORES:
+            front = [API | RELAY if relay else API]
+        else:
+            share = cores // FRONT_CORES
+            front = [API] * share + ([RELAY] * share if relay else [])
+        return cls(tuple(front + [WORKER] * cores))
 
-    def roles(self) -> list[Role]:
-        api: list[Role] = ["api"] * self.api
-        smtp: list[Role] = ["smtp"] * self.smtp
-        worker: list[Role] = ["worker"] * self.worker
-        return api + smtp + worker
+    def labels(self) -> list[str]:
+        """Each process's roles as ``--role`` takes them."""
+        return [roles_label(roles) for roles in self.processes]
 
 
 def machine_cores() -> int:
@@ -77,8 +87,8 @@ def machine_cores() -> int:
 
 def plan(settings: Settings) -> Layout | None:
     """The processes to supervise, or None when one process runs it all (``--processes 1``, a
-    one-core machine) or runs one ``--role``."""
-    if settings.role != "all":
+    one-core machine) or runs the roles ``--role`` names."""
+    if settings.role != ALL_ROLES:
         return None
     cores = settings.processes or machine_cores()
     if cores <= 1:
@@ -140,10 +150,15 @@ def _environ(settings: Settings) -> dict[str, str]:
 class Child:
     """One slot of the layout: the process running it now, and its restart backoff."""
 
-    role: Role
+    roles: Roles
     process: asyncio.subprocess.Process | None = None
     started_at: float = 0.0
     backoff: float = FIRST_BACKOFF
+
+    @property
+    def role(self) -> str:
+        """Its roles as ``--role`` names them (``api,smtp``), for the logs."""
+        return roles_label(self.roles)
 
     @property
     def pid(self) -> int | None:
@@ -166,7 +181,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
-        self.children = [Child(role) for role in self.layout.roles()]
+        self.children = [Child(roles) for roles in self.layout.processes]
         starting = asyncio.create_task(self._start_all())
         stopping = asyncio.create_task(self._stop.wait())
         await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -192,7 +207,7 @@ class Supervisor:
         """Start every child and wait until each listens; the first failure, in words. The API
         processes start last, so that ``/readyz`` answering means every role is up."""
         for api in (False, True):
-            group = [child for child in self.children if (child.role == "api") == api]
+            group = [child for child in self.children if ("api" in child.roles) == api]
             outcomes = await asyncio.gather(*(self._start(child) for child in group))
             for child, outcome in zip(group, outcomes, strict=True):
                 if outcome is not None:
@@ -203,7 +218,7 @@ class Supervisor:
         """Start ``child`` and wait for its report: None once it listens, else why not."""
         read_end, write_end = os.pipe()
         try:
-            child.process = await self._spawn(child.role, write_end)
+            child.process = await self._spawn(child.roles, write_end)
         finally:
             os.close(write_end)
         child.started_at = time.monotonic()
@@ -215,11 +230,11 @@ class Supervisor:
         code = await child.process.wait()
         return f"it exited with code {code} before it listened (its log is above)"
 
-    async def _spawn(self, role: Role, ready_fd: int) -> asyncio.subprocess.Process:
-        command = [sys.executable, "-m", "posthaste.cli", "serve", "--role", role]
+    async def _spawn(self, roles: Roles, ready_fd: int) -> asyncio.subprocess.Process:
+        command = [sys.executable, "-m", "posthaste.cli", "serve", "--role", roles_label(roles)]
         command += ["--supervised-ready-fd", str(ready_fd)]
         fds = [ready_fd]
-        if role == "api":
+        if "api" in roles:
             command += ["--supervised-http-fd", str(self.http.fileno())]
             fds.append(self.http.fileno())
         # A session of its own: a terminal's Ctrl-C reaches the supervisor alone, which stops
@@ -231,7 +246,7 @@ class Supervisor:
             env=self._child_environ(),
             start_new_session=True,
         )
-        if role == "worker":
+        if roles == WORKER:
             with contextlib.suppress(ProcessLookupError):  # it died at once: ``_start`` says so
                 ours = os.getpriority(os.PRIO_PROCESS, 0)
                 os.setpriority(os.PRIO_PROCESS, process.pid, min(19, ours + WORKER_NICENESS))
@@ -278,6 +293,8 @@ class Supervisor:
                 assert child.process is not None
                 child.process.terminate()
         waits = [child.process.wait() for child in running if child.process is not None]
+        if not waits:
+            return
         _, pending = await asyncio.wait(
             [asyncio.ensure_future(w) for w in waits], timeout=STOP_SECONDS
         )
@@ -291,7 +308,8 @@ class Supervisor:
             await asyncio.wait(pending)
 
     def _log_layout(self) -> None:
-        pids = {role: [c.pid for c in self.children if c.role == role] for role in _ROLES}
+        labels = dict.fromkeys(self.layout.labels())
+        pids = {label: [c.pid for c in self.children if c.role == label] for label in labels}
         log.info(
             "serving with %d processes: %s",
             len(self.children),

@@ -161,24 +161,26 @@ def all_delivered(client: httpx.Client, ids: list[str]) -> bool:
     return all(status == "email.delivered" for status in statuses)
 
 
-def test_a_child_per_role_restarted_when_killed_and_all_stopped_on_sigterm(
-    serving: Serve,
-) -> None:
-    assert serving.roles() == Counter({"api": 1, "smtp": 1, "worker": 2})
-    # The front ends keep the supervisor's CPU priority; workers yield the CPU to them.
-    ours = os.getpriority(os.PRIO_PROCESS, serving.process.pid)
-    priorities = {
+def priorities(serve: Serve) -> dict[str, int]:
+    return {
         role: os.getpriority(os.PRIO_PROCESS, pid)
-        for pid, role in children(serving.process.pid).items()
+        for pid, role in children(serve.process.pid).items()
     }
-    assert priorities == {"api": ours, "smtp": ours, "worker": min(19, ours + WORKER_NICENESS)}
+
+
+def test_children_restarted_when_killed_and_all_stopped_on_sigterm(serving: Serve) -> None:
+    # Two cores: the API and the relay share a process, a worker per core.
+    assert serving.roles() == Counter({"api,smtp": 1, "worker": 2})
+    # The front end keeps the supervisor's CPU priority; workers yield the CPU to it.
+    ours = os.getpriority(os.PRIO_PROCESS, serving.process.pid)
+    assert priorities(serving) == {"api,smtp": ours, "worker": min(19, ours + WORKER_NICENESS)}
     key = _bootstrap_keys(serving.data_dir)["test"]
     headers = {"Authorization": f"Bearer {key}"}
     # A new connection per request: a kept one dies with the process that accepted it.
     no_keepalive = httpx.Limits(max_keepalive_connections=0)
     with httpx.Client(base_url=serving.url, headers=headers, limits=no_keepalive) as client:
         ids = [send(client, n) for n in range(5)]
-        for role in ("worker", "api", "smtp"):
+        for role in ("worker", "api,smtp"):
             killed = serving.pid_of(role)
             os.kill(killed, signal.SIGKILL)
             # The API socket is the supervisor's: sends wait for the new API process, never fail.
@@ -198,6 +200,26 @@ def test_a_child_per_role_restarted_when_killed_and_all_stopped_on_sigterm(
     assert not [pid for pid in pids if alive(pid)]
 
 
+def test_four_cores_get_a_child_per_role(base_env: dict[str, str]) -> None:
+    serve = start(base_env, "--processes", "4")
+    try:
+        until(lambda: _ready(serve), "the supervised server to answer /readyz")
+        assert serve.roles() == Counter({"api": 1, "smtp": 1, "worker": 4})
+        ours = os.getpriority(os.PRIO_PROCESS, serve.process.pid)
+        assert priorities(serve) == {
+            "api": ours,
+            "smtp": ours,
+            "worker": min(19, ours + WORKER_NICENESS),
+        }
+        pids = list(children(serve.process.pid))
+        assert serve.stop() == 0, serve.output()
+        assert not [pid for pid in pids if alive(pid)]
+    finally:
+        if serve.process.poll() is None:
+            serve.process.kill()
+            serve.process.wait(30)
+
+
 def test_a_child_that_cannot_start_stops_serve_with_one_line(base_env: dict[str, str]) -> None:
     relay_port = int(base_env["POSTHASTE_SMTP_RELAY_PORT"])
     with socket.socket() as taken:  # no SO_REUSEPORT: the relay cannot share it
@@ -208,7 +230,7 @@ def test_a_child_that_cannot_start_stops_serve_with_one_line(base_env: dict[str,
     assert code == 1
     reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
     assert len(reasons) == 1, serve.output()
-    assert reasons[0].startswith("posthaste: the smtp process (pid ")
+    assert reasons[0].startswith("posthaste: the api,smtp process (pid ")
     assert "could not start" in reasons[0] and "address already in use" in reasons[0]
     assert not children(serve.process.pid)
 
@@ -229,7 +251,7 @@ def test_a_taken_http_port_stops_serve_with_one_line(base_env: dict[str, str]) -
 
 def test_children_stop_when_the_supervisor_is_killed(serving: Serve) -> None:
     pids = list(children(serving.process.pid))
-    assert len(pids) == 4
+    assert len(pids) == 3  # the API and relay, two workers
     serving.process.kill()
     serving.process.wait(30)
     # Their stdin, a pipe the supervisor held, has closed: each drains and exits by itself.

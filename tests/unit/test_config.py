@@ -73,7 +73,7 @@ def test_load_defaults(tmp_path: Path) -> None:
         60, 300, 900, 1800, 3600, 7200, 14400, 28800, 57600, 86400,
     )  # fmt: skip
     assert settings.retention_days == 30
-    assert settings.role == "all"
+    assert settings.role == {"api", "smtp", "worker"}
     assert settings.job_lease == 60.0
     assert settings.log_level == "info"
 
@@ -176,8 +176,10 @@ def test_every_setting_key_has_a_variable() -> None:
         ("WEBHOOK_TIMEOUT", "3", "webhook_timeout", 3.0),
         ("DELIVERY_RETRY_SCHEDULE", "100ms", "delivery_retry_schedule", (0.1,)),
         ("RETENTION_DAYS", "1", "retention_days", 1),
-        ("ROLE", "worker", "role", "worker"),
-        ("ROLE", "API", "role", "api"),
+        ("ROLE", "worker", "role", {"worker"}),
+        ("ROLE", "API", "role", {"api"}),
+        ("ROLE", "api, SMTP", "role", {"api", "smtp"}),
+        ("ROLE", "all", "role", {"api", "smtp", "worker"}),
         ("PROCESSES", "auto", "processes", 0),
         ("PROCESSES", "1", "processes", 1),
         ("PROCESSES", " 8 ", "processes", 8),
@@ -320,7 +322,16 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("DELIVERY_RETRY_SCHEDULE", "1m,", "expected comma-separated durations"),
         ("RETENTION_DAYS", "0", "expected a whole number of days, at least 1"),
         ("RETENTION_DAYS", "7d", "expected a whole number of days"),
-        ("ROLE", "mailer", "expected one of api, smtp, worker, all, got 'mailer'"),
+        (
+            "ROLE",
+            "mailer",
+            "expected all, or one or more of api, smtp, worker separated by commas, got 'mailer'",
+        ),
+        (
+            "ROLE",
+            "api,all",
+            "expected all, or one or more of api, smtp, worker separated by commas, got 'api,all'",
+        ),
         ("PROCESSES", "0", "expected auto or an integer 1-1024, got '0'"),
         ("PROCESSES", "many", "expected auto or an integer 1-1024, got 'many'"),
         ("JOB_LEASE", "-5s", "not negative"),

@@ -20,7 +20,15 @@ keys), ``sources.py`` (environment, TOML file, secret key file, and the labels e
 ``parsers.py`` (one value's text to its value).
 """
 
-from posthaste.config.parsers import SECRET_KEY_MIN_LENGTH, Role, TlsMode
+from posthaste.config.parsers import (
+    ALL_ROLES,
+    ROLE_ORDER,
+    SECRET_KEY_MIN_LENGTH,
+    Role,
+    Roles,
+    TlsMode,
+    roles_label,
+)
 from posthaste.config.settings import (
     DEFAULT_DATA_DIR,
     SETTING_KEYS,
@@ -38,18 +46,22 @@ from posthaste.config.sources import (
 )
 
 __all__ = [
+    "ALL_ROLES",
     "CONFIG_FILE_VARIABLE",
     "DEFAULT_DATA_DIR",
     "ENV_PREFIX",
+    "ROLE_ORDER",
     "SECRET_KEY_FILENAME",
     "SECRET_KEY_MIN_LENGTH",
     "SETTING_KEYS",
     "DeliveryKind",
     "DeliveryTarget",
     "Role",
+    "Roles",
     "Settings",
     "TlsMode",
     "default_database_url",
     "default_public_url",
     "load_or_create_secret_key",
+    "roles_label",
 ]

@@ -16,13 +16,17 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from posthaste.core.durations import parse_duration
 
-Role = Literal["api", "smtp", "worker", "all"]
+Role = Literal["api", "smtp", "worker"]
+Roles = frozenset[Role]
 TlsMode = Literal["starttls", "implicit", "none"]
 
 SECRET_KEY_MIN_LENGTH = 32
 DELIVERY_FORMS = "capture, mx or smtp://[user:pass@]host:port[?tls=starttls|implicit|none]"
 
-_ROLES: dict[str, Role] = {"api": "api", "smtp": "smtp", "worker": "worker", "all": "all"}
+# In the order a process's roles are named (``roles_label``).
+ROLE_ORDER: tuple[Role, ...] = ("api", "smtp", "worker")
+ALL_ROLES: Roles = frozenset(ROLE_ORDER)
+_ROLES: dict[str, Role] = {role: role for role in ROLE_ORDER}
 _TLS_MODES: dict[str, TlsMode] = {"starttls": "starttls", "implicit": "implicit", "none": "none"}
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -100,12 +104,25 @@ def parse_secret_key(text: str) -> str:
     return key
 
 
-def parse_role(text: str) -> Role:
-    """The processes to run: api, smtp, worker or all."""
-    role = _ROLES.get(text.strip().lower())
-    if role is None:
-        raise ValueError(f"expected one of api, smtp, worker, all, got {text.strip()!r}")
-    return role
+def parse_roles(text: str) -> Roles:
+    """What a process runs: ``all``, or roles separated by commas (``api,smtp``)."""
+    names = [name.strip() for name in text.strip().lower().split(",")]
+    if names == ["all"]:
+        return ALL_ROLES
+    roles = {_ROLES.get(name) for name in names}
+    if None in roles:
+        choices = ", ".join(ROLE_ORDER)
+        raise ValueError(
+            f"expected all, or one or more of {choices} separated by commas, got {text.strip()!r}"
+        )
+    return frozenset(role for role in roles if role is not None)
+
+
+def roles_label(roles: Roles) -> str:
+    """``roles`` as ``--role`` takes them: ``api,smtp``, or ``all``."""
+    if roles == ALL_ROLES:
+        return "all"
+    return ",".join(role for role in ROLE_ORDER if role in roles)
 
 
 def parse_processes(text: str) -> int:

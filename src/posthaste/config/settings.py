@@ -17,8 +17,9 @@ from types import MappingProxyType
 from typing import Literal
 
 from posthaste.config.parsers import (
+    ALL_ROLES,
     DELIVERY_FORMS,
-    Role,
+    Roles,
     TlsMode,
     is_postgres_url,
     parse_bind_host,
@@ -37,7 +38,7 @@ from posthaste.config.parsers import (
     parse_public_url,
     parse_regions,
     parse_retention_days,
-    parse_role,
+    parse_roles,
     parse_secret_key,
     parse_smtp_url,
     redact,
@@ -122,7 +123,7 @@ class Settings:
     delivery_retry_schedule: tuple[float, ...] = parse_schedule("1m,5m,15m,30m,1h,2h,4h,8h,16h,24h")
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
     retention_days: int = 30
-    role: Role = "all"
+    role: Roles = ALL_ROLES  # POSTHASTE_ROLE: the roles this process runs (all, or some)
     processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
     job_lease: float = 60.0
     log_level: str = "info"
@@ -244,7 +245,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         ),
         secret_key=_resolve_secret_key(sources, database_url, data_dir),
         retention_days=get("retention_days", parse_retention_days, base.retention_days),
-        role=get("role", parse_role, base.role),
+        role=get("role", parse_roles, base.role),
         processes=get("processes", parse_processes, base.processes),
         job_lease=get("job_lease", parse_positive_duration, base.job_lease),
         log_level=get("log_level", parse_log_level, base.log_level),
