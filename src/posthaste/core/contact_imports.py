@@ -23,11 +23,13 @@ import csv
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from posthaste.core.addresses import Address
 from posthaste.core.contacts import (
     MAX_PROPERTIES,
+    Contact,
     ContactChanges,
     PropertyValue,
     parse_contact_email,
@@ -35,6 +37,7 @@ from posthaste.core.contacts import (
     property_key,
     property_value,
 )
+from posthaste.core.ids import new_id
 from posthaste.core.template_fields import UNCHANGED, Unchanged
 from posthaste.errors import ValidationError
 
@@ -143,7 +146,7 @@ class CsvRecord:
     next_line: int  # the number of the line at ``end``
 
 
-def read_csv(data: bytes | memoryview, first_line: int = 1) -> Iterator[CsvRecord]:
+def read_csv(data: bytes | bytearray | memoryview, first_line: int = 1) -> Iterator[CsvRecord]:
     """The non-blank records of ``data``, each with its first line's number and its end;
     non-UTF-8 text or broken quoting is a ``ValidationError`` naming the line."""
     tally = _Tally(first_line, 0)
@@ -179,7 +182,7 @@ def _lines(data: memoryview, tally: _Tally) -> Iterator[str]:
         yield text
 
 
-def check_csv(data: bytes | memoryview) -> CheckedCsv:
+def check_csv(data: bytes | bytearray | memoryview) -> CheckedCsv:
     """The whole upload read once: a good header, at least one contact line, well-formed
     UTF-8 CSV throughout, cut into parts of ``PART_ROWS`` lines (``ValidationError`` else)."""
     records = read_csv(data)
@@ -294,6 +297,60 @@ def _flag(cell: str) -> bool:
     return flag
 
 
+@dataclass
+class PartOutcome:
+    """What a part's good lines do: contacts to create and to update (each once, as the part
+    leaves it), every line's contact id (for segments), and the lines counted each way."""
+
+    created: dict[str, Contact] = field(default_factory=dict)  # by lookup address
+    updated: dict[str, Contact] = field(default_factory=dict)
+    contact_ids: dict[str, None] = field(default_factory=dict)  # in order, once each
+    changed_lines: int = 0  # lines that changed a contact the part did not create
+    skipped_lines: int = 0
+
+
+def plan_part(
+    team_id: str,
+    lines: Sequence[ImportedLine],
+    existing: Sequence[Contact],
+    on_conflict: OnConflict,
+    now: int,
+) -> PartOutcome:
+    """Apply the lines in order: a new address creates its contact (a later line of the same
+    address then counts as a line on an existing contact); with ``skip`` a line on an existing
+    contact changes nothing, with ``upsert`` it writes its values, and one that changes
+    nothing is skipped too."""
+    outcome = PartOutcome()
+    current = {c.email_key: c for c in existing}
+    for line in lines:
+        key = line.address.lookup_key
+        found = current.get(key)
+        if found is None:
+            found = _new_contact(team_id, line, now)
+            outcome.created[key] = current[key] = found
+        elif on_conflict is OnConflict.SKIP or (changed := _applied(line, found, now)) == found:
+            outcome.skipped_lines += 1
+        else:
+            outcome.changed_lines += 1
+            current[key] = changed
+            (outcome.created if key in outcome.created else outcome.updated)[key] = changed
+        outcome.contact_ids[found.id] = None
+    return outcome
+
+
+def _applied(line: ImportedLine, contact: Contact, now: int) -> Contact:
+    return line.changes.applied_to(contact, now)
+
+
+def _new_contact(team_id: str, line: ImportedLine, now: int) -> Contact:
+    values = line.changes
+    blank = Contact(
+        new_id(), team_id, line.address.address, line.address.lookup_key,
+        None, None, False, {}, now, now,
+    )  # fmt: skip
+    return replace(values.applied_to(blank, now), updated_at=now)
+
+
 def parse_on_conflict(value: str | None) -> OnConflict:
     """``on_conflict``: ``upsert`` (the default) or ``skip``."""
     if value is None or value == "":
@@ -307,4 +364,3 @@ def parse_on_conflict(value: str | None) -> OnConflict:
 def kept_errors(current: tuple[LineError, ...], new: Sequence[LineError]) -> tuple[LineError, ...]:
     """The first ``MAX_ERRORS`` line errors of the import so far."""
     return (*current, *new[: max(0, MAX_ERRORS - len(current))])
-

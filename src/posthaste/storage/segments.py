@@ -107,6 +107,19 @@ async def add_members(
     await tx.conn.execute(insert_for(tx, segment_members).values(rows).on_conflict_do_nothing())
 
 
+async def add_memberships(
+    tx: Tx, team_id: str, segment_ids: Collection[str], contact_ids: Collection[str], now: int
+) -> None:
+    """Put every contact in every segment; memberships that exist stay as they are."""
+    rows = [
+        {"segment_id": s, "contact_id": c, "team_id": team_id, "created_at": now}
+        for s in segment_ids
+        for c in contact_ids
+    ]
+    if rows:
+        await tx.conn.execute(insert_for(tx, segment_members).on_conflict_do_nothing(), rows)
+
+
 async def remove_member(tx: Tx, team_id: str, contact_id: str, segment_id: str) -> bool:
     query = delete(segment_members).where(
         segment_members.c.team_id == team_id,
