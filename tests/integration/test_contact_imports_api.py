@@ -4,7 +4,6 @@ that goes on without counting or announcing a line twice, on SQLite and PostgreS
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -14,6 +13,7 @@ from sqlalchemy import func, select, update
 from posthaste.bootstrap import Services
 from posthaste.core import contact_imports as core
 from posthaste.core.ids import now_ms
+from posthaste.services.contact_imports import ContactImportService
 from posthaste.storage.tables import contact_import_parts, contact_imports, contacts, jobs
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import events_of
@@ -205,7 +205,7 @@ async def test_another_teams_import_is_not_found_and_lists_are_per_team(
     assert paged.json()["has_more"] is True
 
 
-async def test_a_job_stopped_between_parts_goes_on_without_counting_a_line_twice(
+async def test_a_job_stopped_mid_way_goes_on_without_counting_a_line_twice(
     client: httpx.AsyncClient,
     tenant: Tenant,
     services: Services,
@@ -216,36 +216,50 @@ async def test_a_job_stopped_between_parts_goes_on_without_counting_a_line_twice
     csv = "email,rank:number\n" + "\n".join([*rows[:4], "bad,1", *rows[4:]]) + "\n"
     started = (await post_csv(client, tenant, csv)).json()
     assert await count(services, contact_import_parts) == 4
-    worker = services.make_worker(lease_seconds=60)
-    stop_after_two_parts = _stop_after_parts(services, 2)
-    run = asyncio.create_task(worker.run())
-    await stop_after_two_parts
-    run.cancel()  # the worker dies: its lease is left to run out
-    await asyncio.gather(run, return_exceptions=True)
+    store_part = ContactImportService._store_part
+    calls = 0
+
+    async def dies_in_the_third_part(self: ContactImportService, *args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        result = await store_part(self, *args)
+        if calls == 3:
+            raise RuntimeError("the worker dies before the third part commits")
+        return result
+
+    monkeypatch.setattr(ContactImportService, "_store_part", dies_in_the_third_part)
+    await services.make_worker().run_until_idle()
     halfway = (
         await client.get(f"/contacts/imports/{started['id']}", headers=tenant.headers())
     ).json()
-    assert halfway["status"] == "running" and halfway["created"] < 10
-    async with services.db.transaction() as tx:  # the lease runs out
+    assert halfway["status"] == "running"
+    assert (halfway["created"], halfway["failed"]) == (5, 1)  # two parts: lines 2-7
+    async with services.db.transaction() as tx:  # the dead worker's lease runs out
         await tx.conn.execute(update(jobs).values(available_at=now_ms()))
     await services.make_worker().run_until_idle()
     done = (await client.get(f"/contacts/imports/{started['id']}", headers=tenant.headers())).json()
     assert done["status"] == "completed"
     assert (done["total"], done["created"], done["failed"]) == (11, 10, 1)
-    assert done["errors"][0]["line"] == 6
+    assert [e["line"] for e in done["errors"]] == [6]
     assert await count(services, contacts) == 10
+    assert await count(services, jobs) == 0
     async with services.db.read() as tx:
         created = await events_of(tx, tenant.team.id, "contact.created")
     assert sorted(e["email"] for e in created) == sorted(r.split(",")[0] for r in rows)
 
 
-def _stop_after_parts(services: Services, parts: int) -> asyncio.Task[None]:
-    async def wait() -> None:
-        while True:
-            async with services.db.read() as tx:
-                done = (await tx.conn.execute(select(contact_imports.c.next_part))).scalar()
-            if done is not None and done >= parts:
-                return
-            await asyncio.sleep(0)
-
-    return asyncio.create_task(wait())
+async def test_an_import_whose_job_keeps_failing_is_failed_at_the_line_it_reached(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started = (await post_csv(client, tenant, "email\nann@example.com\n")).json()
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(update(jobs).values(attempts=core.MAX_ATTEMPTS))
+    await services.make_worker().run_until_idle()
+    done = (await client.get(f"/contacts/imports/{started['id']}", headers=tenant.headers())).json()
+    assert done["status"] == "failed" and done["created"] == 0
+    assert done["errors"][0]["line"] == 2 and "attempts" in done["errors"][0]["message"]
+    assert await count(services, jobs) == 0
+    assert await count(services, contact_import_parts) == 0
