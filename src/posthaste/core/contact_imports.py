@@ -23,8 +23,9 @@ import csv
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from posthaste.core.addresses import Address
 from posthaste.core.contacts import (
@@ -50,6 +51,7 @@ _FLAGS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0"
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d{1,18}")
 _BOM = "\ufeff"
+T = TypeVar("T")
 
 
 class OnConflict(StrEnum):
@@ -343,12 +345,17 @@ def _applied(line: ImportedLine, contact: Contact, now: int) -> Contact:
 
 
 def _new_contact(team_id: str, line: ImportedLine, now: int) -> Contact:
-    values = line.changes
-    blank = Contact(
+    changes = line.changes
+    return Contact(
         new_id(), team_id, line.address.address, line.address.lookup_key,
-        None, None, False, {}, now, now,
+        _given(changes.first_name), _given(changes.last_name),
+        _given(changes.unsubscribed) or False,
+        {k: v for k, v in changes.properties.items() if v is not None}, now, now,
     )  # fmt: skip
-    return replace(values.applied_to(blank, now), updated_at=now)
+
+
+def _given(value: T | Unchanged) -> T | None:
+    return None if isinstance(value, Unchanged) else value
 
 
 def parse_on_conflict(value: str | None) -> OnConflict:

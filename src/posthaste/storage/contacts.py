@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import ARRAY, ColumnElement, Select, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.contacts import Contact
 from posthaste.storage import bulk
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import among, insert_for
+from posthaste.storage.dialects import Forms, insert_for
 from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import contacts, segment_members
 
@@ -63,10 +63,26 @@ async def contacts_by_keys(tx: Tx, team_id: str, keys: Collection[str]) -> list[
         return []
     query = (
         select(contacts)
-        .where(contacts.c.team_id == team_id, among(tx, contacts.c.email_key, list(keys)))
+        .where(contacts.c.team_id == team_id, tx.dialect.pick(_AMONG_KEYS)(list(keys)))
         .with_for_update()
     )
     return [_contact(row) for row in await tx.conn.execute(query)]
+
+
+def _among_keys_postgres(keys: list[str]) -> ColumnElement[bool]:
+    # ``IN (SELECT unnest(:keys))``, not ``= ANY(:keys)``: while a big import fills the table,
+    # its statistics lag, and a generic plan of ``= ANY`` filtered every contact of the team
+    # against the whole array (a part of 1,000 took seconds at 30,000 contacts); this form
+    # is a semi-join (hashed keys, or the unique index per key) whatever the estimates say.
+    array = bindparam("email_keys", keys, type_=ARRAY(contacts.c.email_key.type))
+    return contacts.c.email_key.in_(select(func.unnest(array)))
+
+
+def _among_keys_sqlite(keys: list[str]) -> ColumnElement[bool]:
+    return contacts.c.email_key.in_(keys)
+
+
+_AMONG_KEYS = Forms(postgresql=_among_keys_postgres, sqlite=_among_keys_sqlite)
 
 
 async def insert_contacts(tx: Tx, items: Sequence[Contact]) -> bool:

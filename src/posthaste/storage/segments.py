@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from posthaste.core.segments import Segment
+from posthaste.storage import bulk
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import among, insert_for
 from posthaste.storage.keyset import read_page
@@ -116,8 +117,7 @@ async def add_memberships(
         for s in segment_ids
         for c in contact_ids
     ]
-    if rows:
-        await tx.conn.execute(insert_for(tx, segment_members).on_conflict_do_nothing(), rows)
+    await bulk.insert_new_rows(tx, segment_members, rows)
 
 
 async def remove_member(tx: Tx, team_id: str, contact_id: str, segment_id: str) -> bool:
