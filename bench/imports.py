@@ -58,7 +58,8 @@ class Result:
 def csv_lines(rows: int) -> Iterator[str]:
     yield HEADER
     for n in range(rows):
-        yield f"user{n}@example{n % 97}.com,First{n},Last{n},{'true' if n % 10 == 0 else 'false'},plan{n % 5},{n % 50}\n"
+        unsubscribed = "true" if n % 10 == 0 else "false"
+        yield f"user{n}@example{n % 97}.com,First{n},Last{n},{unsubscribed},plan{n % 5},{n % 50}\n"
 
 
 def _memory(field: str) -> int:
