@@ -263,3 +263,62 @@ async def test_an_import_whose_job_keeps_failing_is_failed_at_the_line_it_reache
     assert done["errors"][0]["line"] == 2 and "attempts" in done["errors"][0]["message"]
     assert await count(services, jobs) == 0
     assert await count(services, contact_import_parts) == 0
+
+
+async def test_resends_form_upload_imports_the_file_part_with_its_options(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
+) -> None:
+    segment = (
+        await client.post("/segments", json={"name": "Form"}, headers=tenant.headers())
+    ).json()
+    await client.post(
+        "/contacts", json={"email": "old@example.com", "first_name": "Old"},
+        headers=tenant.headers(),
+    )  # fmt: skip
+    csv = b"email,first_name\r\nold@example.com,New\r\nnew@example.com,Nan\r\n"
+    started = await client.post(
+        "/contacts/imports",
+        files={"file": ("import.csv", csv, "text/csv")},
+        data={"on_conflict": "skip", "segments": f'[{{"id": "{segment["id"]}"}}]'},
+        headers=tenant.headers(),
+    )
+    assert started.status_code == 202, started.text
+    assert started.json()["on_conflict"] == "skip"
+    assert started.json()["segment_ids"] == [segment["id"]]
+    await services.make_worker().run_until_idle()
+    done = (
+        await client.get(f"/contacts/imports/{started.json()['id']}", headers=tenant.headers())
+    ).json()
+    assert done["counts"] == {"total": 2, "created": 1, "updated": 0, "skipped": 1, "failed": 0}
+    old = (await client.get("/contacts/old@example.com", headers=tenant.headers())).json()
+    assert old["first_name"] == "Old"
+    members = await client.get(f"/segments/{segment['id']}/contacts", headers=tenant.headers())
+    assert len(members.json()["data"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("files", "data", "says"),
+    [
+        ({}, {"on_conflict": "skip"}, "no 'file' part"),
+        ({"file": ("a.csv", b"email\na@example.com\n")}, {"column_map": "{}"}, "'column_map'"),
+        ({"file": ("a.csv", b"email\na@example.com\n")}, {"segments": "[nope"}, "JSON"),
+        ({"file": ("a.csv", b"name\nAnn\n")}, {}, "'email'"),
+    ],
+)
+async def test_a_bad_form_upload_is_refused_and_stores_nothing(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    services: Services,
+    files: dict[str, Any],
+    data: dict[str, str],
+    says: str,
+) -> None:
+    refused = await client.post(
+        "/contacts/imports", files=files or {"other": ("x", b"1")}, data=data,
+        headers=tenant.headers(),
+    )  # fmt: skip
+    assert refused.status_code == 422, refused.text
+    assert says in refused.json()["message"]
+    assert await count(services, contact_imports) == 0
+    broken = await post_csv(client, tenant, b"--b\r\nno end", "multipart/form-data; boundary=b")
+    assert broken.status_code == 422 and "malformed" in broken.json()["message"]

@@ -20,9 +20,10 @@ Decisions (docs/audiences.md, "Importing contacts"):
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
@@ -35,9 +36,11 @@ from posthaste.core.contacts import (
     PropertyValue,
     parse_contact_email,
     parse_contact_name,
+    parse_segment_refs,
     property_key,
     property_value,
 )
+from posthaste.core.form_data import FormPart
 from posthaste.core.ids import new_id
 from posthaste.core.template_fields import UNCHANGED, Unchanged
 from posthaste.errors import ValidationError
@@ -148,11 +151,11 @@ class CsvRecord:
     next_line: int  # the number of the line at ``end``
 
 
-def read_csv(data: bytes | bytearray | memoryview, first_line: int = 1) -> Iterator[CsvRecord]:
+def read_csv(data: bytes | bytearray, first_line: int = 1) -> Iterator[CsvRecord]:
     """The non-blank records of ``data``, each with its first line's number and its end;
     non-UTF-8 text or broken quoting is a ``ValidationError`` naming the line."""
     tally = _Tally(first_line, 0)
-    reader = csv.reader(_lines(memoryview(data), tally), strict=True)
+    reader = csv.reader(_lines(data, tally), strict=True)
     while True:
         line = tally.next_line
         try:
@@ -165,15 +168,14 @@ def read_csv(data: bytes | bytearray | memoryview, first_line: int = 1) -> Itera
             yield CsvRecord(line, fields, tally.offset, tally.next_line)
 
 
-def _lines(data: memoryview, tally: _Tally) -> Iterator[str]:
-    raw = data.obj if isinstance(data.obj, (bytes, bytearray)) else bytes(data)
+def _lines(data: bytes | bytearray, tally: _Tally) -> Iterator[str]:
     start = 0
     size = len(data)
     while start < size:
-        stop = raw.find(b"\n", start, size)
+        stop = data.find(b"\n", start)
         stop = size if stop < 0 else stop + 1
         try:
-            text = bytes(data[start:stop]).decode("utf-8")
+            text = data[start:stop].decode("utf-8")
         except UnicodeDecodeError:
             raise ValidationError(
                 f"Line {tally.next_line} is not UTF-8 text: save the CSV as UTF-8."
@@ -184,7 +186,7 @@ def _lines(data: memoryview, tally: _Tally) -> Iterator[str]:
         yield text
 
 
-def check_csv(data: bytes | bytearray | memoryview) -> CheckedCsv:
+def check_csv(data: bytes | bytearray) -> CheckedCsv:
     """The whole upload read once: a good header, at least one contact line, well-formed
     UTF-8 CSV throughout, cut into parts of ``PART_ROWS`` lines (``ValidationError`` else)."""
     records = read_csv(data)
@@ -356,6 +358,45 @@ def _new_contact(team_id: str, line: ImportedLine, now: int) -> Contact:
 
 def _given(value: T | Unchanged) -> T | None:
     return None if isinstance(value, Unchanged) else value
+
+
+@dataclass(frozen=True)
+class FormUpload:
+    """Resend's form upload: the CSV, and the options its other fields give."""
+
+    file: FormPart
+    on_conflict: OnConflict | None
+    segment_ids: tuple[str, ...]
+
+
+def parse_form_upload(parts: Mapping[str, FormPart]) -> FormUpload:
+    """The ``file`` part and the ``on_conflict`` and ``segments`` (JSON) fields; Resend's
+    ``column_map`` and ``topics`` are refused (the header names the columns here)."""
+    for name in ("column_map", "topics"):
+        if name in parts:
+            raise ValidationError(
+                f"{name!r} is not supported in imports: name the CSV's header columns "
+                "'email', 'first_name', 'last_name', 'unsubscribed' and property keys instead."
+            )
+    file = parts.get("file")
+    if file is None:
+        raise ValidationError("The form has no 'file' part: send the CSV in it.")
+    conflict = parts.get("on_conflict")
+    return FormUpload(
+        file,
+        parse_on_conflict(conflict.text("on_conflict")) if conflict else None,
+        _form_segments(parts.get("segments")),
+    )
+
+
+def _form_segments(part: FormPart | None) -> tuple[str, ...]:
+    if part is None:
+        return ()
+    try:
+        value = json.loads(part.text("segments"))
+    except json.JSONDecodeError:
+        raise ValidationError("'segments' must be JSON: [{\"id\": ...}].") from None
+    return parse_segment_refs(value)
 
 
 def parse_on_conflict(value: str | None) -> OnConflict:

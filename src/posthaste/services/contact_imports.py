@@ -70,7 +70,7 @@ class ContactImportService:
             new_id(), principal.team_id, ImportStatus.QUEUED, on_conflict, segment_ids,
             checked.header, len(checked.parts), 0, checked.total, now,
         )  # fmt: skip
-        view = memoryview(body)
+        view = memoryview(body)  # parts are copied out one at a time
         async with self.db.transaction() as tx:
             await check_segments(tx, principal.team_id, segment_ids, "segment_id")
             await repo.insert_import(tx, item)

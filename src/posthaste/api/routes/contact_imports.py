@@ -1,8 +1,8 @@
 """/contacts/imports: a CSV of contacts imported by a job, and the imports' progress.
 
-The body is the CSV itself (``Content-Type: text/csv``), read as it streams in (at most the
-25 MiB every request may carry), checked whole and stored before the 202: a bad file stores
-nothing and answers at once."""
+The body is the CSV itself (``Content-Type: text/csv``), or Resend's SDKs' form upload (the CSV
+in the ``file`` part), read as it streams in (at most the 25 MiB every request may carry),
+checked whole and stored before the 202: a bad file stores nothing and answers at once."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from posthaste.api.openapi import ERRORS
 from posthaste.api.responses import json_response, page
 from posthaste.api.schemas.contact_imports import ContactImportList, ContactImportRecord
 from posthaste.api.streamed import streamed_listing
-from posthaste.core.contact_imports import parse_on_conflict
+from posthaste.core.contact_imports import parse_form_upload, parse_on_conflict
+from posthaste.core.form_data import parse_form_data
 from posthaste.core.ids import is_uuid
 from posthaste.core.models import Principal
 from posthaste.core.serialize import contact_import_record
@@ -33,7 +34,20 @@ ONE = {200: {"model": ContactImportRecord}, **ERRORS}
 CSV_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"text/csv": {"schema": {"type": "string", "format": "binary"}}},
+        "content": {
+            "text/csv": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "on_conflict": {"type": "string", "enum": ["upsert", "skip"]},
+                        "segments": {"type": "string", "description": 'JSON: [{"id": ...}]'},
+                    },
+                }
+            },
+        },
     }
 }
 
@@ -55,8 +69,14 @@ async def create_import(
 ) -> Response:
     conflict = parse_on_conflict(on_conflict)
     segments = _segment_ids(segment_id)
-    _check_content_type(request.headers.get("content-type", ""))
+    content_type = request.headers.get("content-type", "")
+    form = _is_form(content_type)
     body = await _read_body(request)
+    if form:
+        upload = parse_form_upload(parse_form_data(body, content_type))
+        body = upload.file.cut_out()
+        conflict = upload.on_conflict or conflict
+        segments = tuple(dict.fromkeys((*segments, *upload.segment_ids)))
     item = await services.contact_imports.start(principal, body, conflict, segments)
     return json_response(contact_import_record(item), 202)
 
@@ -69,14 +89,18 @@ def _segment_ids(segment_id: str | None) -> tuple[str, ...]:
     return (segment_id.lower(),)
 
 
-def _check_content_type(header: str) -> None:
+def _is_form(header: str) -> bool:
+    """Whether the body is Resend's form upload (else the CSV itself, which must be UTF-8)."""
     media, *params = (part.strip().lower() for part in header.split(";"))
+    if media == "multipart/form-data":
+        return True
     if media not in CSV_TYPES:
         raise ValidationError("Send the CSV as the body with 'Content-Type: text/csv'.")
     for param in params:
         name, _, value = param.partition("=")
         if name.strip() == "charset" and value.strip().strip('"') not in ("utf-8", "utf8"):
             raise ValidationError("The CSV must be UTF-8 ('charset=utf-8', or no charset).")
+    return False
 
 
 async def _read_body(request: Request) -> bytearray:
