@@ -248,6 +248,42 @@ async def test_a_job_stopped_mid_way_goes_on_without_counting_a_line_twice(
     assert sorted(e["email"] for e in created) == sorted(r.split(",")[0] for r in rows)
 
 
+async def test_an_import_whose_segment_is_deleted_meanwhile_stops_as_failed(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(core, "PART_ROWS", 2)
+    segment = (
+        await client.post("/segments", json={"name": "Gone"}, headers=tenant.headers())
+    ).json()
+    csv = "email\n" + "".join(f"u{n}@example.com\n" for n in range(5))
+    started = (await post_csv(client, tenant, csv, segment_id=segment["id"])).json()
+    next_part = ContactImportService._import_next_part
+    calls = 0
+
+    async def segment_deleted_after_the_first_part(self: ContactImportService, *args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            gone = await client.delete(f"/segments/{segment['id']}", headers=tenant.headers())
+            assert gone.status_code == 200
+        return await next_part(self, *args)
+
+    monkeypatch.setattr(
+        ContactImportService, "_import_next_part", segment_deleted_after_the_first_part
+    )
+    await services.make_worker().run_until_idle()
+    done = (await client.get(f"/contacts/imports/{started['id']}", headers=tenant.headers())).json()
+    assert done["status"] == "failed" and done["created"] == 2
+    assert done["errors"] == [
+        {"line": 4, "message": "A segment of the import was deleted meanwhile."}
+    ]
+    assert await count(services, contacts) == 2
+    assert await count(services, jobs) == 0
+
+
 async def test_an_import_whose_job_keeps_failing_is_failed_at_the_line_it_reached(
     client: httpx.AsyncClient,
     tenant: Tenant,
