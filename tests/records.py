@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.contact_imports import ContactImport, ImportStatus, LineError, OnConflict
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
@@ -275,6 +276,17 @@ def contacts() -> list[Contact]:
                 {"plan": "pro", "seats": 3, "score": 4.5}, T0, T0 + 1000),
         Contact(new_id(), TEAM, "Bob@xn--bcher-kva.example", "bob@xn--bcher-kva.example",
                 None, None, True, {}, T0, T0),
+    ]  # fmt: skip
+
+
+def contact_imports() -> list[ContactImport]:
+    return [
+        ContactImport(new_id(), TEAM, ImportStatus.QUEUED, OnConflict.UPSERT, (), ("email",),
+                      1, 0, 3, T0),
+        ContactImport(new_id(), TEAM, ImportStatus.COMPLETED, OnConflict.SKIP, (new_id(),),
+                      ("email", "plan", "seats:number"), 2, 2, 1500, T0, created=1000,
+                      updated=0, skipped=499, failed=1, errors=(LineError(7, "bad address"),),
+                      completed_at=T0 + 9000),
     ]  # fmt: skip
 
 

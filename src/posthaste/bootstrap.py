@@ -20,6 +20,7 @@ from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.contact_imports import ContactImportService
 from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
@@ -67,6 +68,7 @@ class Services:
     webhooks: WebhookService
     event_stream: EventStream
     contacts: ContactService
+    contact_imports: ContactImportService
     segments: SegmentService
     topics: TopicService
     workers: list[Worker] = field(default_factory=list)
@@ -169,6 +171,7 @@ def build_services(
         ),
         event_stream=EventStream(db),
         contacts=ContactService(db),
+        contact_imports=ContactImportService(db),
         segments=SegmentService(db),
         topics=TopicService(db),
     )

@@ -27,3 +27,13 @@ def test_the_walkthrough_runs(server: RunningServer) -> None:
     assert changed["properties"] == {"plan": "pro", "seats": 5}
     gone = json.loads(deleted)
     assert gone["object"] == "contact" and gone["deleted"] is True
+
+
+def test_the_import_walkthrough_runs(server: RunningServer) -> None:
+    env = {**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key}
+    script = bash_blocks(GUIDE, "<!-- import:start -->", "<!-- import:end -->")
+    summary, bad_address, bad_flag, members = run_script(script, server, env).splitlines()
+    assert summary == "completed total=4 created=2 updated=0 skipped=0 failed=2"
+    assert bad_address.startswith("4 ") and "not-an-address" in bad_address
+    assert bad_flag.startswith("5 ") and "unsubscribed" in bad_flag
+    assert members == "cara@example.com dan@example.com"

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.conftest import RunningServer
+from tests.helpers import until
 from tests.node_bridge import NodeBridge, running_bridge
 
 
@@ -89,3 +90,24 @@ def test_topics_and_a_contacts_subscriptions(node: NodeBridge) -> None:
     mine = {t["id"]: t["subscription"] for t in listed["data"]}
     assert mine[news["id"]] == "opt_out" and mine[offers["id"]] == "opt_in"
     assert node.ok("topics.remove", offers["id"])["deleted"] is True
+
+
+def test_contact_imports(node: NodeBridge) -> None:
+    segment = node.ok("segments.create", {"name": "Imported by Node"})
+    good = address("imp")
+    csv = f"email,first_name,plan\n{good},Imp,pro\nnot-an-address,Bad,free\n"
+    started = node.ok(
+        "contacts.imports.create",
+        {"file": csv, "onConflict": "skip", "segments": [{"id": segment["id"]}]},
+    )
+    assert started["object"] == "contact_import"
+    done = until(
+        lambda: (
+            (got := node.ok("contacts.imports.get", started["id"]))["status"] == "completed" and got
+        ),
+        "the import to complete",
+    )
+    assert done["counts"] == {"total": 2, "created": 1, "updated": 0, "skipped": 0, "failed": 1}
+    assert node.ok("contacts.get", {"email": good})["properties"] == {"plan": "pro"}
+    listed = node.ok("contacts.imports.list", {"limit": 5})
+    assert started["id"] in [i["id"] for i in listed["data"]]

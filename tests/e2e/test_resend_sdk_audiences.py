@@ -11,6 +11,7 @@ import resend
 import resend.exceptions
 
 from tests.e2e.conftest import RunningServer
+from tests.helpers import until
 
 
 @pytest.fixture
@@ -144,3 +145,25 @@ async def test_the_async_variants(sdk: RunningServer) -> None:
     assert (await resend.Contacts.remove_async(id=created["id"]))["deleted"] is True
     assert (await resend.Segments.remove_async(segment["id"]))["deleted"] is True
     assert (await resend.Topics.remove_async(topic["id"]))["deleted"] is True
+
+
+def test_contact_imports_create_get_and_list(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Imported by the SDK"})
+    good, bad = address("imp"), "not-an-address"
+    csv = f"email,first_name,seats:number\n{good},Imp,4\n{bad},Bad,1\n".encode()
+    started = resend.Contacts.Imports.create(
+        {"file": csv, "on_conflict": "upsert", "segments": [{"id": segment["id"]}]}
+    )
+    assert started["object"] == "contact_import"
+    import_id = started["id"]
+    done = until(
+        lambda: (got := resend.Contacts.Imports.get(import_id))["status"] == "completed" and got,
+        "the import to complete",
+    )
+    assert done["counts"] == {"total": 2, "created": 1, "updated": 0, "skipped": 0, "failed": 1}
+    assert done["completed_at"] is not None
+    assert resend.Contacts.get(email=good)["properties"] == {"seats": 4}
+    listed = resend.Contacts.Imports.list({"limit": 10})
+    assert import_id in [i["id"] for i in listed["data"]]
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Contacts.Imports.create({"file": csv, "column_map": {"email": "Email"}})

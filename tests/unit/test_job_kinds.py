@@ -17,4 +17,4 @@ def test_deliveries_run_batched_and_domain_checks_one_by_one() -> None:
 
 def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
     # Rows already queued carry these names: renaming a member must not change its value.
-    assert {kind.value for kind in JobKind} == {"deliver_email", "check_domain"}
+    assert {kind.value for kind in JobKind} == {"deliver_email", "check_domain", "import_contacts"}

@@ -12,6 +12,7 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    contact_imports,
     contacts,
     domains,
     emails,
@@ -53,6 +54,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(templates.router)
     app.include_router(domains.router)
     app.include_router(webhooks.router)
+    app.include_router(contact_imports.router)  # before /contacts/{id_or_email}
     app.include_router(contacts.router)
     app.include_router(segments.router)
     app.include_router(topics.router)

@@ -137,8 +137,8 @@ def parse_new_contact(fields: Mapping[str, Any]) -> NewContact:
     """``POST /contacts``'s body."""
     return NewContact(
         address=parse_contact_email(fields.get("email")),
-        first_name=_parse_name(fields.get("first_name"), "first_name"),
-        last_name=_parse_name(fields.get("last_name"), "last_name"),
+        first_name=parse_contact_name(fields.get("first_name"), "first_name"),
+        last_name=parse_contact_name(fields.get("last_name"), "last_name"),
         unsubscribed=_parse_flag(fields.get("unsubscribed", False)),
         properties=_new_properties(fields.get("properties")),
         segment_ids=parse_segment_refs(fields.get("segments")),
@@ -153,7 +153,7 @@ def parse_contact_changes(fields: Mapping[str, Any]) -> ContactChanges:
         values["address"] = parse_contact_email(fields["email"])
     for name in ("first_name", "last_name"):
         if name in fields:
-            values[name] = _parse_name(fields[name], name)
+            values[name] = parse_contact_name(fields[name], name)
     if "unsubscribed" in fields:
         values["unsubscribed"] = _parse_flag(fields["unsubscribed"])
     if "properties" in fields:
@@ -192,7 +192,7 @@ def parse_segment_refs(value: object) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _parse_name(value: object, name: str) -> str | None:
+def parse_contact_name(value: object, name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -222,10 +222,10 @@ def _changed_properties(value: object) -> dict[str, PropertyValue | None]:
         raise ValidationError(f"'properties' must be an object, got {json_type(value)}.")
     if len(value) > MAX_PROPERTIES:
         raise ValidationError(f"'properties' may hold at most {MAX_PROPERTIES} keys.")
-    return {_property_key(key): _property_value(key, item) for key, item in value.items()}
+    return {property_key(key): property_value(key, item) for key, item in value.items()}
 
 
-def _property_key(key: str) -> str:
+def property_key(key: str) -> str:
     if not _PROPERTY_KEY.fullmatch(key):
         shown = key if len(key) <= 80 else key[:80] + "..."
         raise ValidationError(
@@ -235,7 +235,7 @@ def _property_key(key: str) -> str:
     return key
 
 
-def _property_value(key: str, value: object) -> PropertyValue | None:
+def property_value(key: str, value: object) -> PropertyValue | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
@@ -210,6 +211,30 @@ def contact_record(contact: Contact) -> dict[str, Any]:
         "properties": contact.properties,
         "created_at": format_ms(contact.created_at),
         "updated_at": format_ms(contact.updated_at),
+    }
+
+
+def contact_import_record(item: ContactImport) -> dict[str, Any]:
+    """An import with its counts (also under ``counts``, as Resend's SDKs read them) and its
+    first line errors."""
+    counts = {
+        "total": item.total,
+        "created": item.created,
+        "updated": item.updated,
+        "skipped": item.skipped,
+        "failed": item.failed,
+    }
+    return {
+        "object": "contact_import",
+        "id": item.id,
+        "status": item.status.value,
+        "on_conflict": item.on_conflict.value,
+        "segment_ids": list(item.segment_ids),
+        **counts,
+        "counts": counts,
+        "errors": [{"line": e.line, "message": e.message} for e in item.errors],
+        "created_at": format_ms(item.created_at),
+        "completed_at": format_ms(item.completed_at),
     }
 
 

@@ -52,9 +52,29 @@ async def check_topics(tx: Tx, team_id: str, choices: Collection[TopicChoice], f
             raise ValidationError(f"{field!r} names {topic_id!r}, which is not one of your topics.")
 
 
-async def record_contact_event(tx: Tx, contact: Contact, kind: EventType, now: int) -> None:
-    event = Event(new_id(), contact.team_id, kind, None, now, contact_record(contact))
-    await events_repo.insert_events(tx, [event])
+async def check_segments(tx: Tx, team_id: str, segment_ids: Collection[str], field: str) -> None:
+    """Every segment is one of the team's (``ValidationError`` naming the first that isn't),
+    held until the transaction ends so that it cannot be deleted meanwhile."""
+    known = await segments_repo.existing_ids(tx, team_id, segment_ids)
+    for segment_id in segment_ids:
+        if segment_id not in known:
+            raise ValidationError(
+                f"{field!r} names {segment_id!r}, which is not one of your segments."
+            )
+
+
+async def record_contact_events(
+    tx: Tx, contacts: Collection[Contact], kind: EventType, now: int
+) -> None:
+    """One ``contact.*`` event per contact, carrying the contact as it is now."""
+    events = [Event(new_id(), c.team_id, kind, None, now, contact_record(c)) for c in contacts]
+    await events_repo.insert_events(tx, events)
+
+
+async def contacts_created(tx: Tx, contacts: Collection[Contact], now: int) -> None:
+    """What follows the creation of contacts, in the transaction that stored them: every way
+    a contact is created (``POST /contacts``, a part of an import) comes through here."""
+    await record_contact_events(tx, contacts, EventType.CONTACT_CREATED, now)
 
 
 def _taken(contact: Contact) -> Conflict:
@@ -74,22 +94,14 @@ class ContactService:
             new.first_name, new.last_name, new.unsubscribed, dict(new.properties), now, now,
         )  # fmt: skip
         async with self.db.transaction() as tx:
-            await self._check_segments(tx, principal.team_id, new.segment_ids)
+            await check_segments(tx, principal.team_id, new.segment_ids, "segments")
             await check_topics(tx, principal.team_id, new.topics, "topics")
             if not await contacts_repo.insert_contact(tx, contact):
                 raise _taken(contact)
             await segments_repo.add_members(tx, principal.team_id, contact.id, new.segment_ids, now)
             await topics_repo.set_choices(tx, principal.team_id, contact.id, new.topics, now)
-            await record_contact_event(tx, contact, EventType.CONTACT_CREATED, now)
+            await contacts_created(tx, [contact], now)
         return contact
-
-    async def _check_segments(self, tx: Tx, team_id: str, segment_ids: Collection[str]) -> None:
-        known = await segments_repo.existing_ids(tx, team_id, segment_ids)
-        for segment_id in segment_ids:
-            if segment_id not in known:
-                raise ValidationError(
-                    f"'segments' names {segment_id!r}, which is not one of your segments."
-                )
 
     async def get(self, principal: Principal, ref: str) -> Contact:
         async with self.db.read() as tx:
@@ -105,7 +117,7 @@ class ContactService:
                 return current
             if not await contacts_repo.update_contact(tx, changed):
                 raise _taken(changed)
-            await record_contact_event(tx, changed, EventType.CONTACT_UPDATED, now)
+            await record_contact_events(tx, [changed], EventType.CONTACT_UPDATED, now)
         return changed
 
     async def delete(self, principal: Principal, ref: str) -> Contact:
@@ -113,7 +125,7 @@ class ContactService:
         async with self.db.transaction() as tx:
             found = await existing_contact(tx, principal, ref, for_update=True)
             await contacts_repo.delete_contact(tx, principal.team_id, found.id)
-            await record_contact_event(tx, found, EventType.CONTACT_DELETED, now_ms())
+            await record_contact_events(tx, [found], EventType.CONTACT_DELETED, now_ms())
         return found
 
     async def stream(self, principal: Principal, segment_id: str | None) -> AsyncIterator[Contact]:

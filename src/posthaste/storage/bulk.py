@@ -112,6 +112,30 @@ def insert_params(parts: Sequence[Part], processors: Sequence[Sequence[_Processo
     ]
 
 
+async def insert_new_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
+    """Insert ``rows``, leaving out those whose key the table already has (``ON CONFLICT DO
+    NOTHING``), one statement per set of keys."""
+    insert_shape = tx.dialect.pick(_INSERT_NEW)
+    for columns, group in _shapes(rows).items():
+        await insert_shape(tx, table, columns, group)
+
+
+async def _insert_new_postgres(
+    tx: Tx, table: Table, columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    sql, processors = _insert_new_sql(tx.conn.dialect, table, columns)
+    await _execute(tx, sql, processors, columns, rows)
+
+
+async def _insert_new_sqlite(
+    tx: Tx, table: Table, columns: tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    await tx.conn.execute(tx.dialect.insert(table).on_conflict_do_nothing(), rows)
+
+
+_INSERT_NEW = Forms(postgresql=_insert_new_postgres, sqlite=_insert_new_sqlite)
+
+
 async def update_rows(tx: Tx, table: Table, keys: Sequence[str], rows: Sequence[Row]) -> None:
     """Set each row's other columns where its ``keys`` columns match (a key given twice: the
     last row wins, as with ``executemany``)."""
@@ -212,6 +236,15 @@ def _insert_sql(dialect: Dialect, shape: Shape) -> tuple[str, list[list[_Process
     if not earlier:
         return last, processors
     return f"WITH {with_parts(earlier)} {last}", processors
+
+
+@functools.cache
+def _insert_new_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    source, processors = unnest(dialect, table, columns)
+    sql = f"{insert_into(dialect, table, columns)} SELECT * FROM {source} ON CONFLICT DO NOTHING"
+    return sql, processors
 
 
 @functools.cache

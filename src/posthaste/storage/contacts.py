@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import ARRAY, ColumnElement, Select, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.contacts import Contact
+from posthaste.storage import bulk
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import insert_for
+from posthaste.storage.dialects import Forms, insert_for
 from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import contacts, segment_members
 
@@ -53,6 +54,55 @@ async def insert_contact(tx: Tx, contact: Contact) -> bool:
         .on_conflict_do_nothing()
     )  # fmt: skip
     return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def contacts_by_keys(tx: Tx, team_id: str, keys: Collection[str]) -> list[Contact]:
+    """The team's contacts whose lookup addresses are among ``keys``, locked (PostgreSQL) so
+    that the caller's writes to them apply in turn with other edits."""
+    if not keys:
+        return []
+    query = (
+        select(contacts)
+        .where(contacts.c.team_id == team_id, tx.dialect.pick(_AMONG_KEYS)(list(keys)))
+        .with_for_update()
+    )
+    return [_contact(row) for row in await tx.conn.execute(query)]
+
+
+def _among_keys_postgres(keys: list[str]) -> ColumnElement[bool]:
+    # ``IN (SELECT unnest(:keys))``, not ``= ANY(:keys)``: while a big import fills the table,
+    # its statistics lag, and a generic plan of ``= ANY`` filtered every contact of the team
+    # against the whole array (a part of 1,000 took seconds at 30,000 contacts); this form
+    # is a semi-join (hashed keys, or the unique index per key) whatever the estimates say.
+    array = bindparam("email_keys", keys, type_=ARRAY(contacts.c.email_key.type))
+    return contacts.c.email_key.in_(select(func.unnest(array)))
+
+
+def _among_keys_sqlite(keys: list[str]) -> ColumnElement[bool]:
+    return contacts.c.email_key.in_(keys)
+
+
+_AMONG_KEYS = Forms(postgresql=_among_keys_postgres, sqlite=_among_keys_sqlite)
+
+
+async def insert_contacts(tx: Tx, items: Sequence[Contact]) -> bool:
+    """Insert new contacts in one statement; False (and none inserted) when the team already
+    has one of their addresses."""
+    rows = [
+        {"id": c.id, "team_id": c.team_id, "created_at": c.created_at, **_values(c)} for c in items
+    ]
+    try:
+        async with tx.conn.begin_nested():
+            await bulk.insert_rows(tx, contacts, rows)
+    except IntegrityError:
+        return False
+    return True
+
+
+async def update_contacts(tx: Tx, items: Sequence[Contact]) -> None:
+    """Write every field of each contact, in one statement."""
+    rows = [{"team_id": c.team_id, "id": c.id, **_values(c)} for c in items]
+    await bulk.update_rows(tx, contacts, ["team_id", "id"], rows)
 
 
 async def get_contact(

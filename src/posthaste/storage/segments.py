@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from posthaste.core.segments import Segment
+from posthaste.storage import bulk
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import among, insert_for
 from posthaste.storage.keyset import read_page
@@ -105,6 +106,18 @@ async def add_members(
         for s in segment_ids
     ]
     await tx.conn.execute(insert_for(tx, segment_members).values(rows).on_conflict_do_nothing())
+
+
+async def add_memberships(
+    tx: Tx, team_id: str, segment_ids: Collection[str], contact_ids: Collection[str], now: int
+) -> None:
+    """Put every contact in every segment; memberships that exist stay as they are."""
+    rows = [
+        {"segment_id": s, "contact_id": c, "team_id": team_id, "created_at": now}
+        for s in segment_ids
+        for c in contact_ids
+    ]
+    await bulk.insert_new_rows(tx, segment_members, rows)
 
 
 async def remove_member(tx: Tx, team_id: str, contact_id: str, segment_id: str) -> bool:

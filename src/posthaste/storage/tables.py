@@ -479,3 +479,38 @@ contact_topics = Table(
     Column("updated_at", MS, nullable=False),
     Index("ix_contact_topics_topic", "topic_id"),
 )
+
+# Contact imports: the import with its progress (``next_part`` and the counts move together,
+# in the transaction that writes a part's contacts), and the uploaded CSV cut into parts of
+# ``core.contact_imports.PART_ROWS`` lines, deleted once the import has finished.
+
+contact_imports = Table(
+    "contact_imports",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team_id", ID, ForeignKey("teams.id", ondelete="CASCADE"), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("on_conflict", String(8), nullable=False),
+    Column("segment_ids", JSON, nullable=False),
+    Column("header", JSON, nullable=False),
+    Column("parts", Integer, nullable=False),
+    Column("next_part", Integer, nullable=False),
+    Column("total", Integer, nullable=False),
+    Column("created", Integer, nullable=False),
+    Column("updated", Integer, nullable=False),
+    Column("skipped", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("errors", JSON, nullable=False),
+    Column("created_at", MS, nullable=False),
+    Column("completed_at", MS, nullable=True),
+    Index("ix_contact_imports_team_created", "team_id", "created_at", "id"),
+)
+
+contact_import_parts = Table(
+    "contact_import_parts",
+    metadata,
+    Column("import_id", ID, ForeignKey("contact_imports.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("first_line", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
