@@ -26,6 +26,7 @@ from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
+from posthaste.services.inbound import InboundService
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.segments import SegmentService
 from posthaste.services.senders import DomainSenders
@@ -69,6 +70,7 @@ class Services:
     contacts: ContactService
     segments: SegmentService
     topics: TopicService
+    inbound: InboundService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -171,6 +173,12 @@ def build_services(
         contacts=ContactService(db),
         segments=SegmentService(db),
         topics=TopicService(db),
+        inbound=InboundService(
+            db,
+            verp_signer(settings.secret_key),
+            settings.retention_days,
+            results_host=settings.mx_host,
+        ),
     )
 
 

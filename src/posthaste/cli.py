@@ -20,7 +20,7 @@ from posthaste.logs import configure_logging
 if TYPE_CHECKING:
     from posthaste.bootstrap import Services
 
-ROLES = ("api", "smtp", "worker", "all")
+ROLES = ("api", "smtp", "inbound", "worker", "all")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,11 +2,11 @@
 
 Python runs one core per process, so by default ``serve`` (role ``all``) starts its roles as
 child processes, ``python -m posthaste.cli serve --role R``: API processes sharing the HTTP
-socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``), and
-worker processes (deliveries and webhooks) sharing the queues through the database. Before any
-child starts, a short-lived process (``server.prepare``) migrates, makes the first run's team
-and keys (printed once) and the relay's self-signed certificate, so children never race for
-them; the supervisor itself never imports the application and stays small.
+socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``),
+inbound SMTP processes sharing the inbound port, and worker processes (deliveries and
+webhooks) sharing the queues through the database. Before any child starts, a short-lived
+process (``server.prepare``) migrates, makes the first run's team and keys (printed once) and
+the SMTP servers' self-signed certificate, so children never race for them; the supervisor itself never imports the application and stays small.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s; back to 0.5 s once
 a child has run a minute). A child that cannot start at first (it exits, or reports an error,
@@ -37,7 +37,7 @@ MAX_BACKOFF = 30.0
 STEADY_SECONDS = 60.0  # a child that ran this long before dying restarts at FIRST_BACKOFF
 STOP_SECONDS = SHUTDOWN_GRACE_SECONDS + 10  # a child's drain, then SIGKILL
 HTTP_BACKLOG = 2048
-_ROLES: tuple[Role, ...] = ("api", "smtp", "worker")
+_ROLES: tuple[Role, ...] = ("api", "smtp", "inbound", "worker")
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,27 @@ class Layout:
     api: int
     smtp: int
     worker: int
+    inbound: int = 0
 
     @classmethod
-    def for_cores(cls, cores: int, *, relay: bool) -> Layout:
-        """``cores`` worker processes (deliveries are the CPU-bound part), and one API and one
-        relay process per four cores (at least one each; none for the relay when it is off)."""
+    def for_cores(cls, cores: int, *, relay: bool, inbound: bool = False) -> Layout:
+        """``cores`` worker processes (deliveries are the CPU-bound part), and one API, one
+        relay and one inbound SMTP process per four cores (at least one each; none for an SMTP
+        server whose ports are off)."""
         share = max(1, cores // 4)
-        return cls(api=share, smtp=share if relay else 0, worker=cores)
+        return cls(
+            api=share,
+            smtp=share if relay else 0,
+            worker=cores,
+            inbound=share if inbound else 0,
+        )
 
     def roles(self) -> list[Role]:
         api: list[Role] = ["api"] * self.api
         smtp: list[Role] = ["smtp"] * self.smtp
+        inbound: list[Role] = ["inbound"] * self.inbound
         worker: list[Role] = ["worker"] * self.worker
-        return api + smtp + worker
+        return api + smtp + inbound + worker
 
 
 def machine_cores() -> int:
@@ -78,7 +86,7 @@ def plan(settings: Settings) -> Layout | None:
     if cores <= 1:
         return None
     relay = bool(settings.smtp_relay_port or settings.smtp_relay_tls_port)
-    return Layout.for_cores(cores, relay=relay)
+    return Layout.for_cores(cores, relay=relay, inbound=bool(settings.smtp_inbound_port))
 
 
 async def supervise(settings: Settings, layout: Layout) -> int:

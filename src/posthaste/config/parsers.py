@@ -16,13 +16,19 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from posthaste.core.durations import parse_duration
 
-Role = Literal["api", "smtp", "worker", "all"]
+Role = Literal["api", "smtp", "inbound", "worker", "all"]
 TlsMode = Literal["starttls", "implicit", "none"]
 
 SECRET_KEY_MIN_LENGTH = 32
 DELIVERY_FORMS = "capture, mx or smtp://[user:pass@]host:port[?tls=starttls|implicit|none]"
 
-_ROLES: dict[str, Role] = {"api": "api", "smtp": "smtp", "worker": "worker", "all": "all"}
+_ROLES: dict[str, Role] = {
+    "api": "api",
+    "smtp": "smtp",
+    "inbound": "inbound",
+    "worker": "worker",
+    "all": "all",
+}
 _TLS_MODES: dict[str, TlsMode] = {"starttls": "starttls", "implicit": "implicit", "none": "none"}
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

@@ -1,0 +1,292 @@
+"""Receiving mail (PRODUCT §10): who may be mailed here, and storing what arrives.
+
+``route`` decides each RCPT: an address at a domain whose owner has receiving on and its MX
+record verified, or a genuine, unexpired VERP address (``bounces+<token>@send.<domain>``) of
+an email sent from ``<domain>``; anything else is refused (never an open relay). ``receive``
+stores a message once per team it is for, in one transaction each, before the server answers
+250: received mail becomes a ``received_email`` with ``email.received``; a message to a VERP
+address is classified (``core.reports``), applied to its email (``services.reports``) and kept
+for inspection, never listed as received mail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from posthaste.core.crypto import TokenSigner
+from posthaste.core.events import EventType
+from posthaste.core.ids import format_ms, new_id, now_ms
+from posthaste.core.inbound import (
+    InboundMessage,
+    ReceivedAttachment,
+    ReceivedEmail,
+    attachment_filename,
+    lookup_key,
+    read_inbound,
+)
+from posthaste.core.mail_auth import Authentication, with_results_header
+from posthaste.core.models import Event
+from posthaste.core.reports import Report, classify_report
+from posthaste.core.verp import read_verp
+from posthaste.services.reports import apply_report
+from posthaste.storage import emails as emails_repo
+from posthaste.storage import inbound as repo
+from posthaste.storage.database import Database, Tx
+from posthaste.storage.inbound import RECEIVED
+
+OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loop
+ROUTE_CACHE_SECONDS = 5.0  # a domain's receiving team, remembered this long per process
+_VERP_PREFIX = "bounces+"
+_BOUNCE_LABEL = "send."
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    """An accepted RCPT: the team it is for and, for a VERP address, the email it names."""
+
+    team_id: str
+    address: str  # lookup form
+    email_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message as the server received it."""
+
+    mail_from: str
+    mailboxes: Sequence[Mailbox]
+    raw: bytes
+    client_ip: str | None = None
+    helo: str | None = None
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, arrival: Arrival) -> Authentication: ...
+
+
+class NoAuthentication:
+    """Records ``none`` for every method (tests and deployments that check elsewhere)."""
+
+    async def authenticate(self, arrival: Arrival) -> Authentication:
+        return Authentication()
+
+
+@dataclass
+class _RouteCache:
+    """{domain: (team or None, expiry)}: RCPT at 1,000 messages/s asks for a handful of names."""
+
+    seconds: float = ROUTE_CACHE_SECONDS
+    entries: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+
+    def get(self, name: str) -> tuple[str | None] | None:
+        found = self.entries.get(name)
+        if found is None or found[1] < time.monotonic():
+            return None
+        return (found[0],)
+
+    def put(self, name: str, team_id: str | None) -> None:
+        if len(self.entries) > 10_000:
+            self.entries.clear()
+        self.entries[name] = (team_id, time.monotonic() + self.seconds)
+
+
+class InboundService:
+    def __init__(
+        self,
+        db: Database,
+        verp: TokenSigner,
+        retention_days: int,
+        authenticator: Authenticator | None = None,
+        results_host: str = "posthaste",
+    ) -> None:
+        self.db = db
+        self.verp = verp
+        self.retention_ms = retention_days * 86_400_000
+        self.authenticator: Authenticator = authenticator or NoAuthentication()
+        self.results_host = results_host
+        self._routes = _RouteCache()
+
+    async def route(self, address: str) -> Mailbox | None:
+        """Where mail for ``address`` goes, or None: refused."""
+        key = lookup_key(address)
+        local, _, domain = key.rpartition("@")
+        if not local or not domain:
+            return None
+        if local.startswith(_VERP_PREFIX) and domain.startswith(_BOUNCE_LABEL):
+            return await self._verp_mailbox(key, domain.removeprefix(_BOUNCE_LABEL))
+        team_id = await self._receiving_team(domain)
+        return None if team_id is None else Mailbox(team_id, key)
+
+    async def _receiving_team(self, domain: str) -> str | None:
+        cached = self._routes.get(domain)
+        if cached is not None:
+            return cached[0]
+        async with self.db.read() as tx:
+            team_id = await repo.receiving_team(tx, domain)
+        self._routes.put(domain, team_id)
+        return team_id
+
+    async def _verp_mailbox(self, address: str, domain: str) -> Mailbox | None:
+        """A genuine token, for an email younger than the retention period, sent from
+        ``domain``: a forged, expired or misplaced token is refused."""
+        email_id = read_verp(self.verp, address)
+        if email_id is None or _age_ms(email_id) > self.retention_ms:
+            return None
+        async with self.db.read() as tx:
+            email = (await emails_repo.get_emails_any_team(tx, [email_id])).get(email_id)
+        if email is None or _from_domain(email.from_address) != domain:
+            return None
+        return Mailbox(email.team_id, address, email_id)
+
+    async def receive(self, arrival: Arrival) -> list[str]:
+        """Store the message for every team it is for; the ids of what was stored."""
+        authentication = await self.authenticator.authenticate(arrival)
+        raw = with_results_header(arrival.raw, self.results_host, authentication)
+        stored: list[str] = []
+        mail = [m for m in arrival.mailboxes if m.email_id is None]
+        for team_id in dict.fromkeys(m.team_id for m in mail):
+            mine = [m.address for m in mail if m.team_id == team_id]
+            stored.append(await self._store_received(team_id, arrival, mine, raw, authentication))
+        reports = [m for m in arrival.mailboxes if m.email_id is not None]
+        if reports:
+            report = classify_report(raw)
+            for email_id in dict.fromkeys(m.email_id for m in reports if m.email_id):
+                same = [m for m in reports if m.email_id == email_id]
+                stored.append(await self._store_report(same, arrival, raw, report))
+        return stored
+
+    async def _store_received(
+        self,
+        team_id: str,
+        arrival: Arrival,
+        received_for: list[str],
+        raw: bytes,
+        authentication: Authentication,
+    ) -> str:
+        parsed = await _read(raw, arrival.mail_from)
+        item = _record(team_id, RECEIVED, None, arrival, parsed, raw, authentication, received_for)
+        addresses = list(dict.fromkeys([*parsed.addresses, *received_for]))
+        data = received_event_data(item)
+        event = Event(new_id(), team_id, EventType.EMAIL_RECEIVED, None, item.created_at, data)
+        async with self.db.transaction() as tx:
+            await repo.store_received(tx, item, raw, addresses, [event])
+        return item.id
+
+    async def _store_report(
+        self, mailboxes: list[Mailbox], arrival: Arrival, raw: bytes, report: Report
+    ) -> str:
+        first = mailboxes[0]
+        assert first.email_id is not None
+        parsed = await _read(raw, arrival.mail_from)
+        received_for = [m.address for m in mailboxes]
+        item = _record(
+            first.team_id,
+            report.kind.value,
+            first.email_id,
+            arrival,
+            parsed,
+            raw,
+            Authentication(),
+            received_for,
+        )
+        async with self.db.transaction() as tx:
+            await _apply(tx, first, report, item.created_at)
+            await repo.store_received(tx, item, raw, [], [])
+        return item.id
+
+
+async def _apply(tx: Tx, mailbox: Mailbox, report: Report, now: int) -> None:
+    assert mailbox.email_id is not None
+    email = await emails_repo.get_email(tx, mailbox.team_id, mailbox.email_id, for_update=True)
+    if email is not None:
+        await apply_report(tx, email, report, now)
+
+
+def received_event_data(item: ReceivedEmail) -> dict[str, object]:
+    """``email.received``'s data: the message's headline and its attachments' metadata."""
+    return {
+        "email_id": item.id,
+        "from": item.from_address,
+        "to": item.to,
+        "subject": item.subject,
+        "message_id": item.message_id,
+        "created_at": format_ms(item.created_at),
+        "attachments": [
+            {
+                "id": a.id,
+                "filename": a.filename,
+                "content_type": a.content_type,
+                "size": a.size,
+            }
+            for a in item.attachments
+        ],
+    }
+
+
+def _record(
+    team_id: str,
+    kind: str,
+    email_id: str | None,
+    arrival: Arrival,
+    parsed: InboundMessage,
+    raw: bytes,
+    authentication: Authentication,
+    received_for: list[str],
+) -> ReceivedEmail:
+    received_id = new_id()
+    return ReceivedEmail(
+        id=received_id,
+        team_id=team_id,
+        kind=kind,
+        email_id=email_id,
+        mail_from=arrival.mail_from,
+        from_address=parsed.from_address,
+        from_lookup=parsed.from_lookup,
+        to=parsed.to or received_for,
+        cc=parsed.cc,
+        reply_to=parsed.reply_to,
+        received_for=received_for,
+        subject=parsed.subject,
+        html=parsed.html,
+        text=parsed.text,
+        headers=parsed.headers,
+        message_id=parsed.message_id,
+        authentication=authentication.as_dict(),
+        raw_blob_id=new_id(),
+        size=len(raw),
+        created_at=now_ms(),
+        attachments=[
+            ReceivedAttachment(
+                id=new_id(),
+                email_id=received_id,
+                position=position,
+                part=a.part,
+                filename=attachment_filename(a, position),
+                content_type=a.content_type,
+                size=a.size,
+                content_id=a.content_id,
+                disposition=a.disposition,
+            )
+            for position, a in enumerate(parsed.attachments)
+        ],
+    )
+
+
+async def _read(raw: bytes, mail_from: str) -> InboundMessage:
+    if len(raw) > OFFLOAD_PARSE_BYTES:
+        return await asyncio.to_thread(read_inbound, raw, mail_from)
+    return read_inbound(raw, mail_from)
+
+
+def _age_ms(email_id: str) -> int:
+    """How old an email is, from its UUIDv7 id (its first 48 bits are its creation time)."""
+    return now_ms() - int(uuid.UUID(email_id).hex[:12], 16)
+
+
+def _from_domain(from_address: str) -> str:
+    return lookup_key(from_address).rpartition("@")[2]
