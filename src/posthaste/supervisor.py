@@ -6,7 +6,8 @@ socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEP
 inbound SMTP processes sharing the inbound port, and worker processes (deliveries and
 webhooks) sharing the queues through the database. Before any child starts, a short-lived
 process (``server.prepare``) migrates, makes the first run's team and keys (printed once) and
-the SMTP servers' self-signed certificate, so children never race for them; the supervisor itself never imports the application and stays small.
+the SMTP servers' self-signed certificate, so children never race for them; the supervisor
+itself never imports the application and stays small.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s; back to 0.5 s once
 a child has run a minute). A child that cannot start at first (it exits, or reports an error,
