@@ -12,7 +12,7 @@ from posthaste.adapters.dns import Resolver
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
-from posthaste.core.attachment_links import AttachmentLinks
+from posthaste.core.attachment_links import RECEIVED_LINK_PURPOSE, AttachmentLinks
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
@@ -26,7 +26,7 @@ from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
-from posthaste.services.inbound import InboundService
+from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.segments import SegmentService
 from posthaste.services.senders import DomainSenders
@@ -71,6 +71,7 @@ class Services:
     segments: SegmentService
     topics: TopicService
     inbound: InboundService
+    received: ReceivedQueries
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -178,6 +179,15 @@ def build_services(
             verp_signer(settings.secret_key),
             settings.retention_days,
             results_host=settings.mx_host,
+        ),
+        received=ReceivedQueries(
+            db,
+            AttachmentLinks(
+                settings.secret_key,
+                settings.public_url,
+                purpose=RECEIVED_LINK_PURPOSE,
+                path="received-attachments",
+            ),
         ),
     )
 

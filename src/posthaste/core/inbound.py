@@ -100,9 +100,13 @@ def header_map(message: Message) -> dict[str, str]:
     """Each header field's first value (the topmost: for ``Received``, the newest), decoded."""
     found: dict[str, str] = {}
     seen: set[str] = set()
-    for name, value in message.raw_items():
+    for name, raw in message.raw_items():
         if name.lower() not in seen:
             seen.add(name.lower())
+            try:
+                value: Any = message.get(name)
+            except (ValueError, IndexError, TypeError, AttributeError, LookupError):
+                value = raw  # a field the parser trips over: as it was written
             found[name] = _unfolded(value)
     return found
 

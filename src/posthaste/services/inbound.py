@@ -18,26 +18,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from posthaste.core.attachment_links import AttachmentLinks, LinkedAttachment
 from posthaste.core.crypto import TokenSigner
+from posthaste.core.cursors import PageRequest, Position, page_of
 from posthaste.core.events import EventType
 from posthaste.core.ids import format_ms, new_id, now_ms
 from posthaste.core.inbound import (
     InboundMessage,
     ReceivedAttachment,
     ReceivedEmail,
+    attachment_content,
     attachment_filename,
     lookup_key,
     read_inbound,
 )
 from posthaste.core.mail_auth import Authentication, with_results_header
-from posthaste.core.models import Event
+from posthaste.core.models import AttachmentInfo, Event, Principal
 from posthaste.core.reports import Report, classify_report
 from posthaste.core.verp import read_verp
+from posthaste.errors import NotFound
+from posthaste.services.emails import Page, cursor_page
 from posthaste.services.reports import apply_report
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import inbound as repo
 from posthaste.storage.database import Database, Tx
-from posthaste.storage.inbound import RECEIVED
+from posthaste.storage.inbound import RECEIVED, ReceivedFilter
+from posthaste.storage.tables import received_emails
 
 OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loop
 ROUTE_CACHE_SECONDS = 5.0  # a domain's receiving team, remembered this long per process
@@ -290,3 +296,125 @@ def _age_ms(email_id: str) -> int:
 
 def _from_domain(from_address: str) -> str:
     return lookup_key(from_address).rpartition("@")[2]
+
+
+class ReceivedQueries:
+    """Reading received mail back: the list, one message, its attachments and raw source."""
+
+    def __init__(self, db: Database, links: AttachmentLinks) -> None:
+        self.db = db
+        self.links = links
+
+    async def get(self, principal: Principal, email_id: str) -> ReceivedEmail:
+        async with self.db.read() as tx:
+            return await _received(tx, principal.team_id, email_id)
+
+    async def page(
+        self,
+        principal: Principal,
+        flt: ReceivedFilter,
+        cursor: str | None,
+        limit: int,
+        *,
+        anchor: PageRequest | None = None,
+    ) -> Page[ReceivedEmail]:
+        team_id = principal.team_id
+
+        async def fetch(
+            tx: Tx, position: Position | None, n: int, backwards: bool
+        ) -> list[ReceivedEmail]:
+            return await repo.list_received(tx, team_id, flt, position, n, backwards=backwards)
+
+        async with self.db.read() as tx:
+            return await cursor_page(tx, received_emails, team_id, cursor, limit, anchor, fetch)
+
+    async def attachments(
+        self, principal: Principal, email_id: str, request: PageRequest | None = None
+    ) -> tuple[list[LinkedAttachment], bool]:
+        """The message's attachments in message order (a page when ``request`` asks), each
+        with a signed download link, and whether more lie beyond the page."""
+        item = await self.get(principal, email_id)
+        infos = [attachment_info(a, item.raw_blob_id) for a in item.attachments]
+        more = False
+        if request is not None:
+            infos, more = page_of(infos, request, lambda a: a.id, "email's attachments")
+        now = now_ms()
+        return [self.links.attach(info, principal.team_id, now) for info in infos], more
+
+    async def attachment_details(
+        self, principal: Principal, email_id: str, attachment_id: str
+    ) -> LinkedAttachment:
+        item = await self.get(principal, email_id)
+        for attachment in item.attachments:
+            if attachment.id == attachment_id.lower():
+                info = attachment_info(attachment, item.raw_blob_id)
+                return self.links.attach(info, principal.team_id, now_ms())
+        raise _attachment_not_found(attachment_id, email_id)
+
+    async def attachment(
+        self, principal: Principal, email_id: str, attachment_id: str
+    ) -> tuple[AttachmentInfo, bytes]:
+        found = await self._content(principal.team_id, attachment_id, email_id)
+        if found is None:
+            raise _attachment_not_found(attachment_id, email_id)
+        return found
+
+    async def download(self, token: str) -> tuple[AttachmentInfo, bytes]:
+        """The attachment a signed download link names, while the link holds."""
+        link = self.links.read(token)
+        if link is None or link.expires_at <= now_ms():
+            raise NotFound("This download link is not valid or has expired.")
+        found = await self._content(link.team_id, link.attachment_id)
+        if found is None:
+            raise NotFound("The attachment is no longer stored.")
+        return found
+
+    async def raw(self, principal: Principal, email_id: str) -> bytes:
+        async with self.db.read() as tx:
+            item = await _received(tx, principal.team_id, email_id)
+            data = await emails_repo.read_blob(tx, principal.team_id, item.raw_blob_id)
+        if data is None:
+            raise NotFound("The raw message is no longer stored (retention).")
+        return data
+
+    async def _content(
+        self, team_id: str, attachment_id: str, email_id: str | None = None
+    ) -> tuple[AttachmentInfo, bytes] | None:
+        """The attachment's bytes, read from the raw message that holds them."""
+        async with self.db.read() as tx:
+            found = await repo.find_attachment(tx, team_id, attachment_id)
+            if found is None or (email_id is not None and found[0].email_id != email_id.lower()):
+                return None
+            attachment, blob_id = found
+            raw = await emails_repo.read_blob(tx, team_id, blob_id)
+        if raw is None:
+            return None
+        if len(raw) > OFFLOAD_PARSE_BYTES:
+            data = await asyncio.to_thread(attachment_content, raw, attachment.part)
+        else:
+            data = attachment_content(raw, attachment.part)
+        return None if data is None else (attachment_info(attachment, blob_id), data)
+
+
+def attachment_info(item: ReceivedAttachment, blob_id: str) -> AttachmentInfo:
+    """A received attachment in the shape the attachment endpoints share with sent mail."""
+    return AttachmentInfo(
+        item.id,
+        item.email_id,
+        item.filename,
+        item.content_type,
+        item.size,
+        item.content_id,
+        blob_id,
+    )
+
+
+async def _received(tx: Tx, team_id: str, email_id: str) -> ReceivedEmail:
+    item = await repo.get_received(tx, team_id, email_id)
+    if item is None:
+        raise NotFound(f"Received email {email_id!r} was not found.")
+    return item
+
+
+def _attachment_not_found(attachment_id: str, email_id: str) -> NotFound:
+    return NotFound(f"Attachment {attachment_id!r} of received email {email_id!r} was not found.")

@@ -20,3 +20,14 @@ router = APIRouter(tags=["links"])
 async def linked_attachment(token: str, services: ServicesDep) -> Response:
     info, data = await services.emails.download(token)
     return attachment_download(info, data)
+
+
+@router.get(
+    "/received-attachments/{token}",
+    summary="Download a received attachment by the signed link in its download_url (no key; "
+    "expires)",
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: ERRORS[404]},
+)
+async def linked_received_attachment(token: str, services: ServicesDep) -> Response:
+    info, data = await services.received.download(token)
+    return attachment_download(info, data)

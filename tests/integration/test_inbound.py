@@ -1,0 +1,230 @@
+"""The inbound SMTP server with smtplib as the sender, and the received-mail API, on SQLite and
+PostgreSQL: who may be mailed, what is stored, what the API answers."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import smtplib
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from email import policy
+from email.message import EmailMessage
+from typing import Any
+
+import httpx
+import pytest
+
+from posthaste.bootstrap import Services
+from posthaste.config import Settings
+from posthaste.core.inbound import MAX_INBOUND_BYTES
+from posthaste.core.verp import verp_address
+from posthaste.smtp.inbound import InboundServer
+from posthaste.smtp.session import Listener
+from posthaste.smtp.tls import CERT_FILENAME
+from tests.conftest import Tenant, make_tenant
+from tests.dns_server import ZoneServer
+from tests.integration.test_domain_ownership import verified_domain
+
+PDF = bytes(range(256)) * 40 + b"%%EOF\r\n\x00\xff"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
+
+
+@pytest.fixture
+def settings(settings: Settings, zone: ZoneServer) -> Settings:
+    return dataclasses.replace(settings, dns_nameservers=zone.nameservers)
+
+
+@dataclass
+class Mx:
+    server: InboundServer
+    port: int
+    context: ssl.SSLContext
+
+
+@pytest.fixture
+async def mx(services: Services) -> AsyncIterator[Mx]:
+    server = InboundServer(services, "127.0.0.1", [Listener(0, False)])
+    await server.start()
+    cafile = services.settings.data_dir / CERT_FILENAME
+    context = ssl.create_default_context(cafile=str(cafile))
+    yield Mx(server, server.ports[0], context)
+    await server.close()
+
+
+@pytest.fixture
+async def receiving(client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant) -> dict[str, Any]:
+    domain = await verified_domain(client, zone, tenant, "acme.test", receiving=True)
+    return domain
+
+
+def multipart() -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = "Jürgen Müller <jurgen@example.org>"
+    msg["To"] = "Support Team <support@acme.test>, other@example.net"
+    msg["Cc"] = "=?utf-8?q?Ren=C3=A9e?= <renee@acme.test>"
+    msg["Subject"] = "Réclamation: commande n° 42 ☃"
+    msg["Message-ID"] = "<order-42@example.org>"
+    msg.set_content("Bonjour,\nvoici la facture.\n")
+    msg.add_alternative('<p>Bonjour <img src="cid:logo@example.org"></p>', subtype="html")
+    msg.get_payload()[1].add_related(PNG, "image", "png", cid="<logo@example.org>")
+    msg.add_attachment(PDF, maintype="application", subtype="pdf", filename="facture-été.pdf")
+    return msg
+
+
+def _send(
+    mx: Mx, raw: bytes, rcpts: list[str], sender: str = "jurgen@example.org", tls: bool = True
+) -> tuple[int, bytes]:
+    with smtplib.SMTP("127.0.0.1", mx.port, timeout=30) as client:
+        client.ehlo("client.example.org")
+        if tls:
+            client.starttls(context=mx.context)
+            client.ehlo("client.example.org")
+        code, reply = client.mail(sender)
+        assert code == 250, reply
+        for rcpt in rcpts:
+            code, reply = client.rcpt(rcpt)
+            if code != 250:
+                return code, reply
+        return client.data(raw)
+
+
+async def send(mx: Mx, msg: EmailMessage | bytes, rcpts: list[str], **options: Any) -> Any:
+    raw = msg if isinstance(msg, bytes) else msg.as_bytes(policy=policy.SMTP)
+    return await asyncio.to_thread(_send, mx, raw, rcpts, **options)
+
+
+async def get(client: httpx.AsyncClient, tenant: Tenant, path: str, **headers: str) -> Any:
+    response = await client.get(path, headers={**tenant.headers("live"), **headers})
+    assert response.status_code == 200, response.text
+    return response
+
+
+async def test_mail_for_a_receiving_domain_is_stored_and_served_byte_exact(
+    mx: Mx, client: httpx.AsyncClient, tenant: Tenant, receiving: dict[str, Any]
+) -> None:
+    sent = multipart().as_bytes(policy=policy.SMTP)
+    code, reply = await send(mx, sent, ["support@acme.test"])
+    assert code == 250, reply
+    listed = (await get(client, tenant, "/emails/received")).json()
+    [summary] = listed["data"]
+    assert reply.decode().endswith(summary["id"])
+    assert "html" not in summary and listed["next_cursor"] == ""
+    record = (await get(client, tenant, f"/emails/received/{summary['id']}")).json()
+    assert record["object"] == "received_email"
+    assert record["from"] == "Jürgen Müller <jurgen@example.org>"
+    assert record["to"] == ["Support Team <support@acme.test>", "other@example.net"]
+    assert record["cc"] == ["Renée <renee@acme.test>"]
+    assert record["received_for"] == ["support@acme.test"]
+    assert record["subject"] == "Réclamation: commande n° 42 ☃"
+    assert record["message_id"] == "<order-42@example.org>"
+    assert record["text"] == "Bonjour,\nvoici la facture.\n"
+    assert record["html"] == '<p>Bonjour <img src="cid:logo@example.org"></p>\n'
+    assert record["headers"]["Subject"] == record["subject"]
+    assert record["authentication"] == {"spf": "none", "dkim": "none", "dmarc": "none"}
+    logo, invoice = record["attachments"]
+    assert (logo["content_type"], logo["content_id"], logo["size"]) == (
+        "image/png",
+        "logo@example.org",
+        len(PNG),
+    )
+    assert logo["content_disposition"] == "inline"
+    assert (invoice["filename"], invoice["size"]) == ("facture-été.pdf", len(PDF))
+
+    base = f"/emails/received/{record['id']}/attachments"
+    listing = (await get(client, tenant, base)).json()
+    assert [a["id"] for a in listing["data"]] == [logo["id"], invoice["id"]]
+    assert [a["filename"] for a in listing["data"]] == ["attachment-1.png", "facture-été.pdf"]
+    download = await get(client, tenant, f"{base}/{invoice['id']}")
+    assert download.content == PDF
+    assert download.headers["content-type"] == "application/pdf"
+    assert "facture" in download.headers["content-disposition"]
+    assert (await get(client, tenant, f"{base}/{logo['id']}")).content == PNG
+    details = (
+        await get(client, tenant, f"{base}/{invoice['id']}", accept="application/json")
+    ).json()
+    assert details["size"] == len(PDF)
+    linked = await client.get(httpx.URL(details["download_url"]).path)  # no key needed
+    assert linked.status_code == 200 and linked.content == PDF
+
+    raw = (await get(client, tenant, f"/emails/received/{record['id']}/raw")).content
+    first, _, rest = raw.partition(b"\r\n")
+    assert first.startswith(b"Authentication-Results: mx.posthaste.localhost; spf=none")
+    assert rest == sent  # kept as received, once
+
+
+async def test_relaying_and_unknown_domains_are_refused(
+    mx: Mx, client: httpx.AsyncClient, tenant: Tenant, receiving: dict[str, Any]
+) -> None:
+    for rcpt in ("someone@example.com", "a@not-ours.test", "support@sub.acme.test"):
+        code, reply = await send(mx, multipart(), [rcpt])
+        assert (code, reply[:5]) == (550, b"5.7.1"), (rcpt, reply)
+    assert (await get(client, tenant, "/emails/received")).json()["data"] == []
+
+
+async def test_a_domain_without_receiving_or_not_verified_is_refused(
+    mx: Mx, services: Services, client: httpx.AsyncClient, zone: ZoneServer
+) -> None:
+    sender = await make_tenant(services)
+    await verified_domain(client, zone, sender, "quiet.test")  # receiving off
+    unverified = await make_tenant(services)
+    response = await client.post(
+        "/domains",
+        json={"name": "later.test", "receiving": True},
+        headers=unverified.headers("live"),
+    )
+    assert response.status_code == 201
+    for rcpt in ("info@quiet.test", "info@later.test"):
+        code, reply = await send(mx, multipart(), [rcpt])
+        assert (code, reply[:5]) == (550, b"5.7.1")
+
+
+async def test_a_forged_or_foreign_verp_address_is_refused_at_rcpt(
+    mx: Mx, services: Services, receiving: dict[str, Any]
+) -> None:
+    genuine = verp_address(
+        services.delivery.verp, "01900000-0000-7000-8000-000000000000", "acme.test"
+    )
+    forged = genuine[:12] + ("a" if genuine[12] != "a" else "b") + genuine[13:]
+    for rcpt in (forged, "bounces+nothing@send.acme.test", genuine):
+        code, reply = await send(mx, b"Subject: x\r\n\r\nx\r\n", [rcpt], sender="")
+        assert (code, reply[:5]) == (550, b"5.7.1"), rcpt
+
+
+async def test_starttls_and_size_are_offered_and_auth_is_not(mx: Mx) -> None:
+    def ehlo() -> tuple[set[str], set[str], int]:
+        with smtplib.SMTP("127.0.0.1", mx.port, timeout=30) as client:
+            client.ehlo("c.example.org")
+            before = set(client.esmtp_features)
+            size = int(client.esmtp_features["size"])
+            client.starttls(context=mx.context)
+            client.ehlo("c.example.org")
+            return before, set(client.esmtp_features), size
+
+    before, after, size = await asyncio.to_thread(ehlo)
+    assert "starttls" in before and "auth" not in before and "auth" not in after
+    assert size == MAX_INBOUND_BYTES == 40 * 1024 * 1024
+
+
+async def test_a_message_over_the_size_limit_is_552_and_not_stored(
+    services: Services, client: httpx.AsyncClient, tenant: Tenant, receiving: dict[str, Any]
+) -> None:
+    server = InboundServer(services, "127.0.0.1", [Listener(0, False)], max_message_bytes=20_000)
+    await server.start()
+    try:
+        small = Mx(server, server.ports[0], ssl.create_default_context())
+        big = b"Subject: big\r\n\r\n" + b"x" * 70 + b"\r\n"
+        code, reply = await send(small, big * 400, ["support@acme.test"], tls=False)
+        assert (code, reply[:5]) == (552, b"5.3.4")
+
+        def announced() -> tuple[int, bytes]:
+            with smtplib.SMTP("127.0.0.1", small.port, timeout=30) as smtp:
+                smtp.ehlo("c.example.org")
+                return smtp.docmd("MAIL FROM:<a@example.org> SIZE=30000")
+
+        code, reply = await asyncio.to_thread(announced)
+        assert code == 552
+    finally:
+        await server.close()
+    assert (await get(client, tenant, "/emails/received")).json()["data"] == []
