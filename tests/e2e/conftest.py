@@ -81,6 +81,7 @@ def server(
         "POSTHASTE_HTTP_PORT": str(port),
         "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
+        "POSTHASTE_SMTP_INBOUND_PORT": str(free_port()),
         "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s",
         "POSTHASTE_LOG_LEVEL": "warning",
         **server_env,
