@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import smtplib
 import ssl
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import verified_domain
+from tests.webhook_receiver import eventually, running_receiver
 
 PDF = bytes(range(256)) * 40 + b"%%EOF\r\n\x00\xff"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
@@ -33,7 +35,9 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
 
 @pytest.fixture
 def settings(settings: Settings, zone: ZoneServer) -> Settings:
-    return dataclasses.replace(settings, dns_nameservers=zone.nameservers)
+    return dataclasses.replace(
+        settings, dns_nameservers=zone.nameservers, webhook_allow_private=True
+    )
 
 
 @dataclass
@@ -228,3 +232,35 @@ async def test_a_message_over_the_size_limit_is_552_and_not_stored(
     finally:
         await server.close()
     assert (await get(client, tenant, "/emails/received")).json()["data"] == []
+
+
+async def test_email_received_reaches_a_webhook_with_the_attachments_metadata(
+    mx: Mx,
+    services: Services,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    receiving: dict[str, Any],
+) -> None:
+    dispatcher = services.make_webhook_dispatcher()
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        async with running_receiver() as receiver:
+            hook = {"endpoint": receiver.url, "events": ["email.received"]}
+            created = await client.post("/webhooks", json=hook, headers=tenant.headers("live"))
+            assert created.status_code == 201
+            code, _ = await send(mx, multipart(), ["support@acme.test"])
+            assert code == 250
+            await eventually(lambda: bool(receiver.requests), what="the webhook")
+            envelope = json.loads(receiver.requests[0].body)
+    finally:
+        dispatcher.stop()
+        await asyncio.wait_for(task, 10)
+    [record] = (await get(client, tenant, "/emails/received")).json()["data"]
+    assert envelope["type"] == "email.received"
+    data = envelope["data"]
+    assert data["email_id"] == record["id"] and data["subject"] == record["subject"]
+    assert data["from"] == record["from"] and data["to"] == record["to"]
+    assert data["message_id"] == "<order-42@example.org>"
+    assert data["attachments"] == [
+        {k: a[k] for k in ("id", "filename", "content_type", "size")} for a in record["attachments"]
+    ]
