@@ -1,5 +1,6 @@
 """The inbound SMTP server with smtplib as the sender, and the received-mail API, on SQLite and
-PostgreSQL: who may be mailed, what is stored, what the API answers."""
+PostgreSQL: who may be mailed, what is stored, what the API answers; and bounces and complaints
+arriving at a VERP address, each updating the email it names, none becoming received mail."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
@@ -24,6 +26,8 @@ from posthaste.core.verp import verp_address
 from posthaste.smtp.inbound import InboundServer
 from posthaste.smtp.session import Listener
 from posthaste.smtp.tls import CERT_FILENAME
+from posthaste.storage.tables import received_emails
+from tests import report_samples as samples
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import verified_domain
@@ -264,3 +268,113 @@ async def test_email_received_reaches_a_webhook_with_the_attachments_metadata(
     assert data["attachments"] == [
         {k: a[k] for k in ("id", "filename", "content_type", "size")} for a in record["attachments"]
     ]
+
+
+# --- reports to VERP addresses ---------------------------------------------------------
+
+RCPTS = ["ann@example.com", "bob@example.net"]
+
+
+async def delivered_email(
+    services: Services, client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant
+) -> tuple[str, str]:
+    """An email from acme.test to ann and bob, delivered; its id and its VERP address."""
+    await verified_domain(client, zone, tenant, "acme.test")
+    body = {"from": "Acme <hello@acme.test>", "to": RCPTS, "subject": "Your order", "text": "Hi"}
+    response = await client.post("/emails", json=body, headers=tenant.headers("live"))
+    assert response.status_code == 200, response.text
+    email_id: str = response.json()["id"]
+    await services.make_worker().run_until_idle()
+    assert (await status_of(client, tenant, email_id)) == "delivered"
+    return email_id, verp_address(services.delivery.verp, email_id, "acme.test")
+
+
+async def status_of(client: httpx.AsyncClient, tenant: Tenant, email_id: str) -> str:
+    status: str = (await get(client, tenant, f"/emails/{email_id}")).json()["status"]
+    return status
+
+
+async def events_of(client: httpx.AsyncClient, tenant: Tenant, email_id: str) -> list[Any]:
+    events: list[Any] = (await get(client, tenant, f"/emails/{email_id}/events")).json()["data"]
+    return events
+
+
+async def suppressed(client: httpx.AsyncClient, tenant: Tenant) -> dict[str, str]:
+    items = (await get(client, tenant, "/suppressions")).json()["data"]
+    return {item["email"]: item["origin"] for item in items}
+
+
+async def kept(services: Services, team_id: str) -> list[tuple[str, str | None]]:
+    async with services.db.read() as tx:
+        r = received_emails
+        query = select(r.c.kind, r.c.email_id).where(r.c.team_id == team_id).order_by(r.c.id)
+        return [(row.kind, row.email_id) for row in await tx.conn.execute(query)]
+
+
+async def test_dsns_bounce_each_recipient_and_suppress_unknown_addresses(
+    mx: Mx, services: Services, client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant
+) -> None:
+    email_id, verp = await delivered_email(services, client, zone, tenant)
+    code, reply = await send(mx, samples.gmail_user_unknown(RCPTS[0], verp), [verp], sender="")
+    assert code == 250, reply
+    assert await status_of(client, tenant, email_id) == "delivered"  # bob still delivered
+    bounced = [e for e in await events_of(client, tenant, email_id) if e["type"] == "email.bounced"]
+    [first] = bounced
+    assert first["data"]["to"] == [RCPTS[0]]
+    assert first["data"]["bounce"]["type"] == "Permanent"
+    assert first["data"]["bounce"]["subtype"] == "NoEmail"
+    assert "5.1.1" in first["data"]["bounce"]["diagnostic"]
+    assert await suppressed(client, tenant) == {RCPTS[0]: "bounce"}
+
+    again = samples.gmail_user_unknown(RCPTS[0], verp)  # a repeated report changes nothing
+    assert (await send(mx, again, [verp], sender=""))[0] == 250
+    code, _ = await send(mx, samples.rfc3464_failed(RCPTS[1], verp), [verp], sender="")
+    assert code == 250
+    assert await status_of(client, tenant, email_id) == "bounced"
+    events = await events_of(client, tenant, email_id)
+    bounces = [e["data"] for e in events if e["type"] == "email.bounced"]
+    assert [b["to"] for b in bounces] == [[RCPTS[0]], [RCPTS[1]]]
+    assert bounces[1]["bounce"]["type"] == "Transient"  # 4.0.0: no suppression
+    assert await suppressed(client, tenant) == {RCPTS[0]: "bounce"}
+    assert (await get(client, tenant, "/emails/received")).json()["data"] == []
+    assert await kept(services, tenant.team.id) == [("dsn", email_id)] * 3
+
+
+async def test_an_arf_complaint_marks_the_email_complained_and_suppresses(
+    mx: Mx, services: Services, client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant
+) -> None:
+    email_id, verp = await delivered_email(services, client, zone, tenant)
+    code, _ = await send(mx, samples.yahoo_arf(RCPTS[1], verp), [verp], sender="")
+    assert code == 250
+    assert await status_of(client, tenant, email_id) == "complained"
+    [complaint] = [
+        e for e in await events_of(client, tenant, email_id) if e["type"] == "email.complained"
+    ]
+    assert complaint["data"]["to"] == [RCPTS[1]]
+    assert await suppressed(client, tenant) == {RCPTS[1]: "complaint"}
+    assert await kept(services, tenant.team.id) == [("complaint", email_id)]
+
+
+async def test_auto_replies_and_unreadable_mail_change_nothing_and_are_kept(
+    mx: Mx, services: Services, client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant
+) -> None:
+    email_id, verp = await delivered_email(services, client, zone, tenant)
+    before = await events_of(client, tenant, email_id)
+    for raw in (samples.out_of_office(verp), samples.plain_reply(verp), b"\xff\xfe\r\n\r\n"):
+        assert (await send(mx, raw, [verp], sender="ann@example.com"))[0] == 250
+    assert await events_of(client, tenant, email_id) == before
+    assert await status_of(client, tenant, email_id) == "delivered"
+    assert await suppressed(client, tenant) == {}
+    assert (await get(client, tenant, "/emails/received")).json()["data"] == []
+    kinds = [kind for kind, _ in await kept(services, tenant.team.id)]
+    assert kinds == ["auto_reply", "unparseable", "unparseable"]
+
+
+async def test_a_verp_address_on_another_domain_is_refused(
+    mx: Mx, services: Services, client: httpx.AsyncClient, zone: ZoneServer, tenant: Tenant
+) -> None:
+    email_id, _ = await delivered_email(services, client, zone, tenant)
+    elsewhere = verp_address(services.delivery.verp, email_id, "other.test")
+    code, reply = await send(mx, samples.gmail_user_unknown(RCPTS[0], elsewhere), [elsewhere])
+    assert (code, reply[:5]) == (550, b"5.7.1")
+    assert await status_of(client, tenant, email_id) == "delivered"
