@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import Resolver
+from posthaste.adapters.mail_auth import MessageAuthenticator
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
@@ -178,6 +179,7 @@ def build_services(
             db,
             verp_signer(settings.secret_key),
             settings.retention_days,
+            MessageAuthenticator(Resolver(settings.dns_nameservers)),
             results_host=settings.mx_host,
         ),
         received=ReceivedQueries(

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import smtplib
 import ssl
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email import policy
@@ -21,6 +22,7 @@ from sqlalchemy import select
 
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
+from posthaste.core.dkim import sign_message
 from posthaste.core.inbound import MAX_INBOUND_BYTES
 from posthaste.core.verp import verp_address
 from posthaste.smtp.inbound import InboundServer
@@ -29,6 +31,7 @@ from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.tables import received_emails
 from tests import report_samples as samples
 from tests.conftest import Tenant, make_tenant
+from tests.dkim_keys import dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import verified_domain
 from tests.webhook_receiver import eventually, running_receiver
@@ -378,3 +381,35 @@ async def test_a_verp_address_on_another_domain_is_refused(
     code, reply = await send(mx, samples.gmail_user_unknown(RCPTS[0], elsewhere), [elsewhere])
     assert (code, reply[:5]) == (550, b"5.7.1")
     assert await status_of(client, tenant, email_id) == "delivered"
+
+
+# --- authentication results --------------------------------------------------------------
+
+
+async def test_dkim_and_dmarc_are_checked_through_our_dns_and_recorded(
+    mx: Mx,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    zone: ZoneServer,
+    receiving: dict[str, Any],
+) -> None:
+    key = make_key("example.org", "s2026")
+    zone.add(record_name(key), "TXT", dns_record(key))
+    zone.add("_dmarc.example.org", "TXT", "v=DMARC1; p=reject")
+    signed = sign_message(multipart().as_bytes(policy=policy.SMTP), key, int(time.time()))
+    forged = b"Authentication-Results: mx.posthaste.localhost; dkim=pass; dmarc=pass\r\n"
+    tampered = signed.replace(b"voici la facture", b"voici LA facture")
+    for raw in (forged + signed, tampered):
+        code, reply = await send(mx, raw, ["support@acme.test"])
+        assert code == 250, reply
+    listed = (await get(client, tenant, "/emails/received")).json()["data"]
+    assert [item["authentication"] for item in listed] == [
+        {"spf": "none", "dkim": "fail", "dmarc": "none"},
+        {"spf": "none", "dkim": "pass", "dmarc": "pass"},
+    ]
+    raw = (await get(client, tenant, f"/emails/received/{listed[1]['id']}/raw")).content
+    assert raw == (
+        b"Authentication-Results: mx.posthaste.localhost; spf=none"
+        b" smtp.mailfrom=jurgen@example.org; dkim=pass header.d=example.org header.s=s2026;"
+        b" dmarc=pass header.from=example.org\r\n" + signed
+    )  # the forged field claiming our name is gone

@@ -11,7 +11,7 @@ download is byte-exact: base64 and quoted-printable are undone, nothing else is 
 from __future__ import annotations
 
 import mimetypes
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from email import policy
 from email.headerregistry import Address
@@ -268,3 +268,23 @@ def attachment_filename(item: InboundAttachment, position: int) -> str:
         return item.filename
     extension = mimetypes.guess_extension(item.content_type) or ".bin"
     return f"attachment-{position + 1}{extension}"
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    """An accepted RCPT: the team it is for and, for a VERP address, the email it names."""
+
+    team_id: str
+    address: str  # lookup form
+    email_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message as the server received it."""
+
+    mail_from: str
+    mailboxes: Sequence[Mailbox]
+    raw: bytes
+    client_ip: str | None = None
+    helo: str | None = None

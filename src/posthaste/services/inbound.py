@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,7 +23,9 @@ from posthaste.core.cursors import PageRequest, Position, page_of
 from posthaste.core.events import EventType
 from posthaste.core.ids import format_ms, new_id, now_ms
 from posthaste.core.inbound import (
+    Arrival,
     InboundMessage,
+    Mailbox,
     ReceivedAttachment,
     ReceivedEmail,
     attachment_content,
@@ -49,26 +50,6 @@ OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loo
 ROUTE_CACHE_SECONDS = 5.0  # a domain's receiving team, remembered this long per process
 _VERP_PREFIX = "bounces+"
 _BOUNCE_LABEL = "send."
-
-
-@dataclass(frozen=True)
-class Mailbox:
-    """An accepted RCPT: the team it is for and, for a VERP address, the email it names."""
-
-    team_id: str
-    address: str  # lookup form
-    email_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """One message as the server received it."""
-
-    mail_from: str
-    mailboxes: Sequence[Mailbox]
-    raw: bytes
-    client_ip: str | None = None
-    helo: str | None = None
 
 
 class Authenticator(Protocol):

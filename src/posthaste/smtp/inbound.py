@@ -18,8 +18,8 @@ from typing import Any
 from aiosmtpd.smtp import Envelope, Session
 
 from posthaste.bootstrap import Services
-from posthaste.core.inbound import MAX_INBOUND_BYTES
-from posthaste.services.inbound import Arrival, InboundService, Mailbox
+from posthaste.core.inbound import MAX_INBOUND_BYTES, Arrival, Mailbox
+from posthaste.services.inbound import InboundService
 from posthaste.smtp.replies import INTERNAL
 from posthaste.smtp.session import InFlight, Listener, MailServer, MailSession
 
