@@ -13,7 +13,11 @@ from posthaste.adapters.mail_auth import MessageAuthenticator
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
-from posthaste.core.attachment_links import RECEIVED_LINK_PURPOSE, AttachmentLinks
+from posthaste.core.attachment_links import (
+    RAW_LINK_PURPOSE,
+    RECEIVED_LINK_PURPOSE,
+    AttachmentLinks,
+)
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
@@ -189,6 +193,12 @@ def build_services(
                 settings.public_url,
                 purpose=RECEIVED_LINK_PURPOSE,
                 path="received-attachments",
+            ),
+            AttachmentLinks(
+                settings.secret_key,
+                settings.public_url,
+                purpose=RAW_LINK_PURPOSE,
+                path="received-raw",
             ),
         ),
     )

@@ -28,27 +28,6 @@ def server_env(dns_host: ZoneServer) -> dict[str, str]:
     return {"POSTHASTE_DNS_NAMESERVERS": f"127.0.0.1:{dns_host.port}"}
 
 
-@pytest.fixture(scope="module")
-def receiving(server: RunningServer, dns_host: ZoneServer) -> str:
-    """A receiving domain, its records published and verified; its name."""
-    headers = {"Authorization": f"Bearer {server.live_key}"}
-    created = httpx.post(
-        f"{server.url}/domains",
-        json={"name": "inbox.test", "capabilities": {"receiving": "enabled"}},
-        headers=headers,
-    )
-    assert created.status_code == 201, created.text
-    for record in created.json()["records"]:
-        if record["type"] == "TXT":
-            dns_host.add(record["name"], "TXT", record["value"])
-        else:
-            dns_host.add(record["name"], "MX", (record["priority"], record["value"]))
-    domain_id = created.json()["id"]
-    verified = httpx.post(f"{server.url}/domains/{domain_id}/verify", headers=headers)
-    assert verified.json()["status"] == "verified", verified.text
-    return "inbox.test"
-
-
 @pytest.fixture
 def sdk(server: RunningServer) -> Iterator[RunningServer]:
     previous = (resend.api_key, resend.api_url)

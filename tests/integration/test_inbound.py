@@ -163,6 +163,8 @@ async def test_mail_for_a_receiving_domain_is_stored_and_served_byte_exact(
     first, _, rest = raw.partition(b"\r\n")
     assert first.startswith(b"Authentication-Results: mx.posthaste.localhost; spf=none")
     assert rest == sent  # kept as received, once
+    by_link = await client.get(httpx.URL(record["raw"]["download_url"]).path)  # Resend's raw link
+    assert by_link.status_code == 200 and by_link.content == raw
 
 
 async def test_relaying_and_unknown_domains_are_refused(

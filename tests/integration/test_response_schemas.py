@@ -49,7 +49,11 @@ def with_secret(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def received_summary(item: Any) -> dict[str, Any]:
-    return serialize.received_email_record(item, content=False)
+    return serialize.received_email_record(item)
+
+
+def received_record(item: Any) -> dict[str, Any]:
+    return serialize.received_email_record(item, ("http://x.test/received-raw/t", records.T0))
 
 
 RECEIVED_ONE = "GET /emails/received/{email_id} 200"
@@ -73,8 +77,8 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
         listed,
         "GET /emails/{email_id}/attempts 200",
     ),
-    (serialize.received_email_record, records.received_emails, alone, RECEIVED_ONE),
-    (serialize.received_email_record, records.received_emails, alone, RESEND_ONE),
+    (received_record, records.received_emails, alone, RECEIVED_ONE),
+    (received_record, records.received_emails, alone, RESEND_ONE),
     (received_summary, records.received_emails, paged_more, "GET /emails/received 200"),
     (received_summary, records.received_emails, paged_more, "GET /emails/receiving 200"),
     (serialize.stream_record, records.streams, alone, "GET /streams/{stream_id} 200"),

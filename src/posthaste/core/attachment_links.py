@@ -18,6 +18,7 @@ from posthaste.core.models import AttachmentInfo
 
 LINK_PURPOSE = "attachment-link"
 RECEIVED_LINK_PURPOSE = "received-attachment-link"
+RAW_LINK_PURPOSE = "received-raw-link"  # names a received email instead of an attachment
 LINK_TTL_MS = 60 * 60 * 1000  # an hour, as long as a link in a page or a script needs
 _LAYOUT = struct.Struct(">16s16sQ")  # team id, attachment id, expiry (ms since the epoch)
 

@@ -99,9 +99,11 @@ def disposition(info: AttachmentInfo) -> str:
     return "inline" if info.content_id else "attachment"
 
 
-def received_email_record(item: ReceivedEmail, *, content: bool = True) -> dict[str, Any]:
-    """A received email; without ``content`` (list pages, as Resend's) no html, text or
-    headers."""
+def received_email_record(
+    item: ReceivedEmail, raw_link: tuple[str, int] | None = None
+) -> dict[str, Any]:
+    """A received email; with its ``raw_link`` (one email), Resend's ``raw`` and the html,
+    text and headers; without (list pages, as Resend's) none of them."""
     record: dict[str, Any] = {
         "object": "received_email",
         "id": item.id,
@@ -118,8 +120,10 @@ def received_email_record(item: ReceivedEmail, *, content: bool = True) -> dict[
         "attachments": [received_attachment_record(a) for a in item.attachments],
         "authentication": item.authentication,
     }
-    if content:
+    if raw_link is not None:
+        url, expires_at = raw_link
         record.update(html=item.html, text=item.text, headers=item.headers)
+        record["raw"] = {"download_url": url, "expires_at": format_ms(expires_at)}
     return record
 
 

@@ -282,9 +282,26 @@ def _from_domain(from_address: str) -> str:
 class ReceivedQueries:
     """Reading received mail back: the list, one message, its attachments and raw source."""
 
-    def __init__(self, db: Database, links: AttachmentLinks) -> None:
+    def __init__(self, db: Database, links: AttachmentLinks, raw_links: AttachmentLinks) -> None:
         self.db = db
         self.links = links
+        self.raw_links = raw_links
+
+    def raw_link(self, item: ReceivedEmail) -> tuple[str, int]:
+        """A signed link to the raw message (Resend's ``raw.download_url``) and its expiry."""
+        return self.raw_links.link(item.team_id, item.id, now_ms())
+
+    async def raw_download(self, token: str) -> bytes:
+        """The raw message a signed link names, while the link holds."""
+        link = self.raw_links.read(token)
+        if link is None or link.expires_at <= now_ms():
+            raise NotFound("This download link is not valid or has expired.")
+        async with self.db.read() as tx:
+            item = await _received(tx, link.team_id, link.attachment_id)
+            data = await emails_repo.read_blob(tx, link.team_id, item.raw_blob_id)
+        if data is None:
+            raise NotFound("The raw message is no longer stored (retention).")
+        return data
 
     async def get(self, principal: Principal, email_id: str) -> ReceivedEmail:
         async with self.db.read() as tx:

@@ -74,7 +74,7 @@ async def list_received(
     return json_response(
         {
             "object": "list",
-            "data": [received_email_record(e, content=False) for e in found.items],
+            "data": [received_email_record(e) for e in found.items],
             "next_cursor": found.next_cursor,
             "has_more": found.has_more,
         }
@@ -87,7 +87,8 @@ async def list_received(
     responses={200: {"model": ReceivedEmailRecord}, **ERRORS},
 )
 async def get_received(email_id: str, principal: FullPrincipal, services: ServicesDep) -> Response:
-    return json_response(received_email_record(await services.received.get(principal, email_id)))
+    item = await services.received.get(principal, email_id)
+    return json_response(received_email_record(item, services.received.raw_link(item)))
 
 
 @both(

@@ -39,7 +39,13 @@ class ReceivedEmailSummary(BaseModel):
     authentication: Authentication
 
 
+class RawLink(BaseModel):
+    download_url: str = Field(description="Fetches the raw message without a key until expires_at")
+    expires_at: str
+
+
 class ReceivedEmailRecord(ReceivedEmailSummary):
+    raw: RawLink
     html: str | None
     text: str | None
     headers: dict[str, str] = Field(description="Each header field's first (topmost) value")
