@@ -39,14 +39,17 @@ from posthaste.core.reports import Report, classify_report
 from posthaste.core.verp import read_verp
 from posthaste.errors import NotFound
 from posthaste.services.emails import Page, cursor_page
+from posthaste.services.group_commit import GroupCommit
 from posthaste.services.reports import apply_report
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import inbound as repo
 from posthaste.storage.database import Database, Tx
-from posthaste.storage.inbound import RECEIVED, ReceivedFilter
+from posthaste.storage.inbound import RECEIVED, ReceivedFilter, Stored
 from posthaste.storage.tables import received_emails
 
 OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loop
+GROUP_WEIGHT = 64  # small messages per shared transaction (at most ~16 MiB of big ones)
+GROUP_BYTES_PER_WEIGHT = 256 * 1024
 ROUTE_CACHE_SECONDS = 5.0  # a domain's receiving team, remembered this long per process
 _VERP_PREFIX = "bounces+"
 _BOUNCE_LABEL = "send."
@@ -97,6 +100,9 @@ class InboundService:
         self.authenticator: Authenticator = authenticator or NoAuthentication()
         self.results_host = results_host
         self._routes = _RouteCache()
+        self._group: GroupCommit[Stored, str] = GroupCommit(
+            self._store_many, weight=_weight, max_weight=GROUP_WEIGHT
+        )
 
     async def route(self, address: str) -> Mailbox | None:
         """Where mail for ``address`` goes, or None: refused."""
@@ -160,9 +166,13 @@ class InboundService:
         addresses = list(dict.fromkeys([*parsed.addresses, *received_for]))
         data = received_event_data(item)
         event = Event(new_id(), team_id, EventType.EMAIL_RECEIVED, None, item.created_at, data)
+        return await self._group.submit(Stored(item, raw, addresses, [event]))
+
+    async def _store_many(self, stored: list[Stored]) -> list[str]:
+        """One transaction for the messages of concurrent connections (``GroupCommit``)."""
         async with self.db.transaction() as tx:
-            await repo.store_received(tx, item, raw, addresses, [event])
-        return item.id
+            await repo.store_received(tx, stored)
+        return [one.item.id for one in stored]
 
     async def _store_report(
         self, mailboxes: list[Mailbox], arrival: Arrival, raw: bytes, report: Report
@@ -183,7 +193,7 @@ class InboundService:
         )
         async with self.db.transaction() as tx:
             await _apply(tx, first, report, item.created_at)
-            await repo.store_received(tx, item, raw, [], [])
+            await repo.store_received(tx, [Stored(item, raw)])
         return item.id
 
 
@@ -268,6 +278,11 @@ async def _read(raw: bytes, mail_from: str) -> InboundMessage:
     if len(raw) > OFFLOAD_PARSE_BYTES:
         return await asyncio.to_thread(read_inbound, raw, mail_from)
     return read_inbound(raw, mail_from)
+
+
+def _weight(stored: Stored) -> int:
+    """A small message weighs 1; a big one its share of a group's bytes."""
+    return max(1, len(stored.raw) // GROUP_BYTES_PER_WEIGHT)
 
 
 def _age_ms(email_id: str) -> int:

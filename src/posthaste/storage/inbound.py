@@ -54,18 +54,37 @@ async def receiving_team(tx: Tx, name: str) -> str | None:
     return owner if mx and all(r.get("status") == verified for r in mx) else None
 
 
-async def store_received(
-    tx: Tx, item: ReceivedEmail, raw: bytes, addresses: Sequence[str], events: Sequence[Event]
-) -> None:
-    """The raw message (once), the record, its recipients and attachments, and its events."""
-    blob = {"id": item.raw_blob_id, "team_id": item.team_id, "data": raw}
-    rows: list[tuple[Any, list[dict[str, Any]]]] = [
-        (blobs, [{**blob, "created_at": item.created_at}]),
-        (received_emails, [_row(item)]),
-        (received_recipients, [_recipient(item, address) for address in addresses]),
-        (received_attachments, [_attachment_row(item, a) for a in item.attachments]),
-    ]
-    await events_repo.insert_events(tx, events, [(t, r) for t, r in rows if r])
+@dataclass(frozen=True)
+class Stored:
+    """A received message to store: its record, raw bytes, recipients (lookup form), events."""
+
+    item: ReceivedEmail
+    raw: bytes
+    addresses: Sequence[str] = ()
+    events: Sequence[Event] = ()
+
+
+async def store_received(tx: Tx, stored: Sequence[Stored]) -> None:
+    """Raw messages (once each), records, recipients, attachments and events of many messages:
+    one statement per table."""
+    rows: dict[Any, list[dict[str, Any]]] = {
+        table: [] for table in (blobs, received_emails, received_recipients, received_attachments)
+    }
+    for one in stored:
+        item = one.item
+        rows[blobs].append(
+            {
+                "id": item.raw_blob_id,
+                "team_id": item.team_id,
+                "data": one.raw,
+                "created_at": item.created_at,
+            }
+        )
+        rows[received_emails].append(_row(item))
+        rows[received_recipients].extend(_recipient(item, a) for a in one.addresses)
+        rows[received_attachments].extend(_attachment_row(item, a) for a in item.attachments)
+    events = [event for one in stored for event in one.events]
+    await events_repo.insert_events(tx, events, [(t, r) for t, r in rows.items() if r])
 
 
 def _row(item: ReceivedEmail) -> dict[str, Any]:
