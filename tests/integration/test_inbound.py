@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import json
 import smtplib
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -20,11 +21,12 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from posthaste.bootstrap import Services
+from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.dkim import sign_message
 from posthaste.core.inbound import MAX_INBOUND_BYTES
 from posthaste.core.verp import verp_address
+from posthaste.server import Roles
 from posthaste.smtp.inbound import InboundServer
 from posthaste.smtp.session import Listener
 from posthaste.smtp.tls import CERT_FILENAME
@@ -415,3 +417,27 @@ async def test_dkim_and_dmarc_are_checked_through_our_dns_and_recorded(
         b" smtp.mailfrom=jurgen@example.org; dkim=pass header.d=example.org header.s=s2026;"
         b" dmarc=pass header.from=example.org\r\n" + signed
     )  # the forged field claiming our name is gone
+
+
+async def test_the_inbound_role_runs_the_mx_alone(
+    settings: Settings, client: httpx.AsyncClient, tenant: Tenant, receiving: dict[str, Any]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    alone = dataclasses.replace(settings, role="inbound", smtp_inbound_port=port)
+    services = build_services(alone)
+    roles = Roles(services)
+    try:
+        roles.start()
+        assert roles.api is None and roles.worker is None and roles.relay is None
+        assert roles.inbound is not None
+        await asyncio.wait_for(roles.wait_listening(), 30)
+        context = ssl.create_default_context(cafile=str(alone.data_dir / CERT_FILENAME))
+        code, _ = await send(Mx(roles.inbound, port, context), multipart(), ["help@acme.test"])
+        assert code == 250
+    finally:
+        await roles.stop()
+        await services.close()
+    [item] = (await get(client, tenant, "/emails/received")).json()["data"]
+    assert item["received_for"] == ["help@acme.test"]
