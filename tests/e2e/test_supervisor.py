@@ -90,6 +90,7 @@ def base_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
         "POSTHASTE_HTTP_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
+        "POSTHASTE_SMTP_INBOUND_PORT": str(free_port()),
         "POSTHASTE_LOG_LEVEL": "warning",
         # A killed worker's claimed jobs wait out their lease: keep it short.
         "POSTHASTE_JOB_LEASE": "2s",
@@ -163,14 +164,14 @@ def all_delivered(client: httpx.Client, ids: list[str]) -> bool:
 def test_a_child_per_role_restarted_when_killed_and_all_stopped_on_sigterm(
     serving: Serve,
 ) -> None:
-    assert serving.roles() == Counter({"api": 1, "smtp": 1, "worker": 2})
+    assert serving.roles() == Counter({"api": 1, "smtp": 1, "inbound": 1, "worker": 2})
     key = _bootstrap_keys(serving.data_dir)["test"]
     headers = {"Authorization": f"Bearer {key}"}
     # A new connection per request: a kept one dies with the process that accepted it.
     no_keepalive = httpx.Limits(max_keepalive_connections=0)
     with httpx.Client(base_url=serving.url, headers=headers, limits=no_keepalive) as client:
         ids = [send(client, n) for n in range(5)]
-        for role in ("worker", "api", "smtp"):
+        for role in ("worker", "api", "smtp", "inbound"):
             killed = serving.pid_of(role)
             os.kill(killed, signal.SIGKILL)
             # The API socket is the supervisor's: sends wait for the new API process, never fail.
