@@ -24,7 +24,7 @@ import dkim
 
 from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
 from posthaste.core.inbound import Arrival, lookup_key
-from posthaste.core.mail_auth import NONE, Authentication
+from posthaste.core.mail_auth import NONE, TEMPERROR, Authentication
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class MessageAuthenticator:
         try:
             records = await self.resolver.txt(f"{selector}._domainkey.{domain}")
         except DnsTemporaryFailure:
-            return "temperror", domain, selector
+            return TEMPERROR, domain, selector
         key = records[0].encode() if records else None
         if len(raw) > OFFLOAD_VERIFY_BYTES:
             verdict = await asyncio.to_thread(_verify, raw, key)
@@ -80,7 +80,7 @@ class MessageAuthenticator:
             try:
                 records = await self.resolver.txt(f"_dmarc.{name}")
             except DnsTemporaryFailure:
-                return "temperror"
+                return TEMPERROR
             if any(r.replace(" ", "").lower().startswith("v=dmarc1") for r in records):
                 return "pass"
         return NONE

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 NONE = "none"
+TEMPERROR = "temperror"
 
 
 @dataclass(frozen=True)

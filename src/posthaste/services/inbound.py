@@ -12,6 +12,7 @@ for inspection, never listed as received mail.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from posthaste.core.inbound import (
     lookup_key,
     read_inbound,
 )
-from posthaste.core.mail_auth import Authentication, with_results_header
+from posthaste.core.mail_auth import TEMPERROR, Authentication, with_results_header
 from posthaste.core.models import AttachmentInfo, Event, Principal
 from posthaste.core.reports import Report, classify_report
 from posthaste.core.verp import read_verp
@@ -46,6 +47,8 @@ from posthaste.storage import inbound as repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.inbound import RECEIVED, ReceivedFilter, Stored
 from posthaste.storage.tables import received_emails
+
+log = logging.getLogger(__name__)
 
 OFFLOAD_PARSE_BYTES = 256 * 1024  # bigger messages are parsed off the event loop
 GROUP_WEIGHT = 64  # small messages per shared transaction (at most ~16 MiB of big ones)
@@ -138,7 +141,7 @@ class InboundService:
 
     async def receive(self, arrival: Arrival) -> list[str]:
         """Store the message for every team it is for; the ids of what was stored."""
-        authentication = await self.authenticator.authenticate(arrival)
+        authentication = await self._authenticate(arrival)
         raw = with_results_header(arrival.raw, self.results_host, authentication)
         stored: list[str] = []
         mail = [m for m in arrival.mailboxes if m.email_id is None]
@@ -152,6 +155,14 @@ class InboundService:
                 same = [m for m in reports if m.email_id == email_id]
                 stored.append(await self._store_report(same, arrival, raw, report))
         return stored
+
+    async def _authenticate(self, arrival: Arrival) -> Authentication:
+        """The checks' results; a check that breaks is a ``temperror``, never lost mail."""
+        try:
+            return await self.authenticator.authenticate(arrival)
+        except Exception:
+            log.exception("inbound: checking a message's authentication failed")
+            return Authentication(spf=TEMPERROR, dkim=TEMPERROR, dmarc=TEMPERROR)
 
     async def _store_received(
         self,
