@@ -107,10 +107,10 @@ def parse_secret_key(text: str) -> str:
 
 
 def parse_role(text: str) -> Role:
-    """The processes to run: api, smtp, worker or all."""
+    """The processes to run: api, smtp, inbound, worker or all."""
     role = _ROLES.get(text.strip().lower())
     if role is None:
-        raise ValueError(f"expected one of api, smtp, worker, all, got {text.strip()!r}")
+        raise ValueError(f"expected one of {', '.join(_ROLES)}, got {text.strip()!r}")
     return role
 
 
