@@ -320,7 +320,7 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("DELIVERY_RETRY_SCHEDULE", "1m,", "expected comma-separated durations"),
         ("RETENTION_DAYS", "0", "expected a whole number of days, at least 1"),
         ("RETENTION_DAYS", "7d", "expected a whole number of days"),
-        ("ROLE", "mailer", "expected one of api, smtp, worker, all, got 'mailer'"),
+        ("ROLE", "mailer", "expected one of api, smtp, inbound, worker, all, got 'mailer'"),
         ("PROCESSES", "0", "expected auto or an integer 1-1024, got '0'"),
         ("PROCESSES", "many", "expected auto or an integer 1-1024, got 'many'"),
         ("JOB_LEASE", "-5s", "not negative"),
