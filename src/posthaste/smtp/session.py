@@ -91,6 +91,8 @@ class MailSession(SMTP):
             return
         await self.push("220 Ready to start TLS")
         plain = cast(asyncio.WriteTransport, self.transport)
+        reader: Any = self._reader
+        reader._buffer.clear()  # sent in clear before the handshake: discarded (RFC 3207 §4.2)
         try:
             secured = await self.loop.start_tls(plain, self, self.tls_context, server_side=True)
         except (OSError, TimeoutError, ssl.SSLError) as exc:
@@ -103,7 +105,13 @@ class MailSession(SMTP):
         # What aiosmtpd reads of its TLS layer: that there is one, and the session's details.
         layer = _TlsLayer({name: secured.get_extra_info(name) for name in _TLS_EXTRA})
         self._tls_protocol = layer  # type: ignore[assignment]  # read as the sslproto it stands for
+        # A client may send its EHLO the moment the handshake ends, before this coroutine
+        # resumes: it is in the reader already, and aiosmtpd's STARTTLS branch of
+        # connection_made clears the reader (it expects only clear text there). Keep it.
+        arrived = bytes(reader._buffer)
         self.connection_made(secured)  # aiosmtpd's STARTTLS branch: a new session, over TLS
+        if arrived:
+            reader.feed_data(arrived)
 
     @syntax("DATA")
     async def smtp_DATA(self, arg: str) -> None:
