@@ -79,10 +79,10 @@ def sample_message(recipient: str = "customer@example.com") -> bytes:
     return msg.as_bytes(policy=SMTP_POLICY)
 
 
-def recipients(connection: int) -> Iterator[str]:
+def recipients(connection: int, domain: str = "example.com") -> Iterator[str]:
     """A new recipient for every message: address validation is not cached away."""
     for number in itertools.count():
-        yield f"customer-{connection}-{number}@example.com"
+        yield f"customer-{connection}-{number}@{domain}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ class Target:
     password: str
     pids: tuple[int, ...]
     tree: bool = False  # count the process's children too (Postfix's daemons)
+    domain: str = "example.com"  # of the recipients
+    login: bool = True  # AUTH after STARTTLS (an MX takes mail without)
 
 
 async def _connection(
@@ -106,10 +108,11 @@ async def _connection(
         hostname="127.0.0.1", port=target.port, tls_context=context, timeout=60
     )
     await client.connect(start_tls=True)
-    await client.login(target.user, target.password)
+    if target.login:
+        await client.login(target.user, target.password)
     start, end = window
     template = sample_message("{rcpt}")
-    for rcpt in recipients(connection):
+    for rcpt in recipients(connection, target.domain):
         now = time.perf_counter()
         if now >= end:
             break
@@ -165,7 +168,7 @@ async def measure(
 # --- the baseline: a bare aiosmtpd server ---------------------------------------------------
 
 
-async def run_sink(port: int, cert: Path, key: Path) -> None:
+async def run_sink(port: int, cert: Path, key: Path, auth: bool = True) -> None:
     from aiosmtpd.smtp import SMTP, AuthResult
 
     class Sink:
@@ -183,8 +186,8 @@ async def run_sink(port: int, cert: Path, key: Path) -> None:
             Sink(),
             hostname="sink",
             tls_context=context,
-            require_starttls=True,
-            auth_required=True,
+            require_starttls=auth,
+            auth_required=auth,
             authenticator=accept_any,
             data_size_limit=25 * 1024 * 1024,
             enable_SMTPUTF8=True,
@@ -285,10 +288,12 @@ def relay_server(
 
 
 @contextmanager
-def sink_server(cert: Path, workdir: Path) -> Iterator[tuple[int, int]]:
+def sink_server(cert: Path, workdir: Path, auth: bool = True) -> Iterator[tuple[int, int]]:
     port = server.free_port()
     key = cert.with_name("smtp-tls-key.pem")
     args = [sys.executable, "-m", "bench.relay", "--sink", str(port), str(cert), str(key)]
+    if not auth:
+        args.append("--sink-without-auth")
     env = {**os.environ, "PYTHONPATH": server.pythonpath()}
     with _process(args, env, workdir, port, workdir / "sink.log") as pid:
         yield pid, port
@@ -359,9 +364,11 @@ def main(argv: list[str] | None = None) -> None:
         "--no-postfix", dest="postfix", action="store_false", help="skip the Postfix baseline"
     )
     parser.add_argument("--sink", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
+    parser.add_argument("--sink-without-auth", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sink:
-        asyncio.run(run_sink(int(args.sink[0]), Path(args.sink[1]), Path(args.sink[2])))
+        port, cert, key = int(args.sink[0]), Path(args.sink[1]), Path(args.sink[2])
+        asyncio.run(run_sink(port, cert, key, auth=not args.sink_without_auth))
         return
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     figures: list[Figures] = []

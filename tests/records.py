@@ -11,6 +11,7 @@ from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
 from posthaste.core.ids import new_id
+from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
 from posthaste.core.models import (
     AttachmentInfo,
     Email,
@@ -304,3 +305,41 @@ def topics() -> list[Topic]:
 def contact_topics() -> list[ContactTopic]:
     news, offers = topics()
     return [ContactTopic(news, "opt_out"), ContactTopic(offers, "opt_out")]
+
+
+def received_emails() -> list[ReceivedEmail]:
+    """A received message with an inline image and a file, and a bare one without either."""
+    item_id = new_id()
+    attachments = [
+        ReceivedAttachment(
+            new_id(), item_id, 0, "0.1.1", "logo.png", "image/png", 200, "logo", "inline"
+        ),
+        ReceivedAttachment(
+            new_id(), item_id, 1, "1", "a.pdf", "application/pdf", 9000, None, "attachment"
+        ),
+    ]
+    full = ReceivedEmail(
+        id=item_id,
+        team_id=TEAM,
+        kind="received",
+        email_id=None,
+        mail_from="ann@example.org",
+        from_address="Ann <ann@example.org>",
+        from_lookup="ann@example.org",
+        to=["support@acme.test"],
+        cc=[],
+        reply_to=[],
+        received_for=["support@acme.test"],
+        subject="Help",
+        html="<p>Help</p>",
+        text="Help",
+        headers={"Subject": "Help"},
+        message_id="<1@example.org>",
+        authentication={"spf": "pass", "dkim": "pass", "dmarc": "pass"},
+        raw_blob_id=new_id(),
+        size=12_000,
+        created_at=T0,
+        attachments=attachments,
+    )
+    bare = replace(full, id=new_id(), html=None, text=None, headers={}, attachments=[])
+    return [full, bare]

@@ -9,10 +9,15 @@ from dataclasses import dataclass, field
 
 from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import Resolver
+from posthaste.adapters.mail_auth import MessageAuthenticator
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
-from posthaste.core.attachment_links import AttachmentLinks
+from posthaste.core.attachment_links import (
+    RAW_LINK_PURPOSE,
+    RECEIVED_LINK_PURPOSE,
+    AttachmentLinks,
+)
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
@@ -27,6 +32,7 @@ from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
+from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.segments import SegmentService
 from posthaste.services.senders import DomainSenders
@@ -71,6 +77,8 @@ class Services:
     contact_imports: ContactImportService
     segments: SegmentService
     topics: TopicService
+    inbound: InboundService
+    received: ReceivedQueries
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -174,6 +182,28 @@ def build_services(
         contact_imports=ContactImportService(db),
         segments=SegmentService(db),
         topics=TopicService(db),
+        inbound=InboundService(
+            db,
+            verp_signer(settings.secret_key),
+            settings.retention_days,
+            MessageAuthenticator(Resolver(settings.dns_nameservers)),
+            results_host=settings.mx_host,
+        ),
+        received=ReceivedQueries(
+            db,
+            AttachmentLinks(
+                settings.secret_key,
+                settings.public_url,
+                purpose=RECEIVED_LINK_PURPOSE,
+                path="received-attachments",
+            ),
+            AttachmentLinks(
+                settings.secret_key,
+                settings.public_url,
+                purpose=RAW_LINK_PURPOSE,
+                path="received-raw",
+            ),
+        ),
     )
 
 

@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the API and the workers")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
-    serve.add_argument("--role", help="all (the default), or some of api, smtp, worker: api,smtp")
+    serve.add_argument(
+        "--role", help="all (the default), or some of api, smtp, inbound, worker: api,smtp"
+    )
     serve.add_argument("--processes", help="auto (one per core, the default) or N; 1 = one process")
     # Set by the supervisor on the processes it starts (``supervisor.py``), not by people.
     serve.add_argument("--supervised-ready-fd", type=int, help=argparse.SUPPRESS)

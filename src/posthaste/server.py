@@ -1,4 +1,5 @@
-"""``posthaste serve``: the API, the SMTP relay and the workers in one process, or one role.
+"""``posthaste serve``: the API, the SMTP relay, the inbound SMTP server and the workers in one
+process, or one role.
 
 On several cores ``serve`` supervises one process per role (``supervisor.py``); each child runs
 ``serve`` here with a ``Supervised`` link: the supervisor has migrated and bootstrapped already,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from posthaste.bootstrap import Services
     from posthaste.services.api_keys import CreatedKey
+    from posthaste.smtp.inbound import InboundServer
     from posthaste.smtp.relay import RelayServer
     from posthaste.workers.runner import Worker
 
@@ -62,6 +64,7 @@ class Roles:
         self.worker: Worker | None = None
         self.api: uvicorn.Server | None = None
         self.relay: RelayServer | None = None
+        self.inbound: InboundServer | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -83,9 +86,17 @@ class Roles:
                 self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
             elif roles == {"smtp"}:
                 log.warning("the smtp role has nothing to run: both relay ports are 0 (off)")
+        if "inbound" in roles:
+            from posthaste.smtp.inbound import InboundServer
+
+            self.inbound = InboundServer.from_settings(self.services)
+            if self.inbound.listeners:
+                self.tasks.append(asyncio.create_task(self.inbound.run(), name="smtp-inbound"))
+            elif roles == {"inbound"}:
+                log.warning("the inbound role has nothing to run: its port is 0 (off)")
 
     async def wait_listening(self) -> None:
-        """Until the API and the relay listen; a role that ends first raises its error."""
+        """Until the API and the SMTP servers listen; a role that ends first raises its error."""
         while not self._listening():
             for task in self.tasks:
                 if task.done():
@@ -95,8 +106,11 @@ class Roles:
 
     def _listening(self) -> bool:
         api_up = self.api is None or self.api.started
-        relay_up = self.relay is None or len(self.relay.servers) == len(self.relay.listeners)
-        return api_up and relay_up
+        smtp_up = all(
+            server is None or len(server.servers) == len(server.listeners)
+            for server in (self.relay, self.inbound)
+        )
+        return api_up and smtp_up
 
     async def stop(self) -> None:
         if self.api is not None:
@@ -105,6 +119,8 @@ class Roles:
             self.worker.stop()
         if self.relay is not None:
             self.relay.stop()
+        if self.inbound is not None:
+            self.inbound.stop()
         for dispatcher in self.services.dispatchers:
             dispatcher.stop()
         if self.tasks:
@@ -231,7 +247,7 @@ async def prepare(settings: Settings) -> int:
         await announce_bootstrap(services)
     finally:
         await services.close()
-    if settings.smtp_relay_port or settings.smtp_relay_tls_port:
+    if settings.smtp_relay_port or settings.smtp_relay_tls_port or settings.smtp_inbound_port:
         certificate_files(settings)
     return 0
 

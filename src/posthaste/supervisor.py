@@ -2,11 +2,12 @@
 
 Python runs one core per process, so by default ``serve`` (role ``all``) starts its roles as
 child processes, ``python -m posthaste.cli serve --role R``: API processes sharing the HTTP
-socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``), and
-worker processes (deliveries and webhooks) sharing the queues through the database; below four
-cores the API and the relay share one process (``Layout.for_cores``). Before any
-child starts, a short-lived process (``server.prepare``) migrates, makes the first run's team
-and keys (printed once) and the relay's self-signed certificate, so children never race for
+socket the supervisor bound, relay processes sharing the SMTP ports (``SO_REUSEPORT``),
+inbound SMTP processes sharing the inbound port, and worker processes (deliveries and
+webhooks) sharing the queues through the database; below four cores the API, the relay and
+the inbound server share one process (``Layout.for_cores``). Before any child starts, a
+short-lived process (``server.prepare``) migrates, makes the first run's team and keys
+(printed once) and the SMTP servers' self-signed certificate, so children never race for
 them; the supervisor itself never imports the application and stays small.
 
 A child that dies is started again after a backoff (0.5 s, doubling to 30 s; back to 0.5 s once
@@ -46,10 +47,11 @@ HTTP_BACKLOG = 2048
 WORKER_NICENESS = 5
 
 
-FRONT_CORES = 4  # below this many cores the API and the relay share one process
+FRONT_CORES = 4  # below this many cores the API and the SMTP servers share one process
 
 API: Roles = frozenset({"api"})
 RELAY: Roles = frozenset({"smtp"})
+INBOUND: Roles = frozenset({"inbound"})
 WORKER: Roles = frozenset({"worker"})
 
 
@@ -60,17 +62,19 @@ class Layout:
     processes: tuple[Roles, ...]
 
     @classmethod
-    def for_cores(cls, cores: int, *, relay: bool) -> Layout:
-        """``cores`` worker processes (deliveries are the CPU-bound part), and one API and one
-        relay process per four cores (none for the relay when it is off). Below four cores the
-        API and the relay share one process: each Python process holds 90-110 MiB whatever it
-        runs, and on two or three cores a process of their own buys them nothing the workers'
-        lower priority does not (``WORKER_NICENESS``)."""
+    def for_cores(cls, cores: int, *, relay: bool, inbound: bool = False) -> Layout:
+        """``cores`` worker processes (deliveries are the CPU-bound part), and one API, one
+        relay and one inbound SMTP process per four cores (none for an SMTP server whose ports
+        are off). Below four cores the API and the SMTP servers share one process: each Python
+        process holds 90-110 MiB whatever it runs, and on two or three cores a process of their
+        own buys them nothing the workers' lower priority does not (``WORKER_NICENESS``)."""
+        smtp = (RELAY if relay else frozenset()) | (INBOUND if inbound else frozenset())
         if cores < FRONT_CORES:
-            front = [API | RELAY if relay else API]
+            front = [API | smtp]
         else:
             share = cores // FRONT_CORES
-            front = [API] * share + ([RELAY] * share if relay else [])
+            front = [API] * share
+            front += [RELAY] * (share if relay else 0) + [INBOUND] * (share if inbound else 0)
         return cls(tuple(front + [WORKER] * cores))
 
     def labels(self) -> list[str]:
@@ -94,7 +98,7 @@ def plan(settings: Settings) -> Layout | None:
     if cores <= 1:
         return None
     relay = bool(settings.smtp_relay_port or settings.smtp_relay_tls_port)
-    return Layout.for_cores(cores, relay=relay)
+    return Layout.for_cores(cores, relay=relay, inbound=bool(settings.smtp_inbound_port))
 
 
 async def supervise(settings: Settings, layout: Layout) -> int:

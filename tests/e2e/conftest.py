@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
+from tests.dns_server import ZoneServer
 
 
 @dataclass
@@ -46,7 +47,7 @@ def _bootstrap_keys(data_dir: Path) -> dict[str, str]:
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded machine starts five processes slowly
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early:\n{log.read_text()}")
@@ -81,6 +82,7 @@ def server(
         "POSTHASTE_HTTP_PORT": str(port),
         "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
+        "POSTHASTE_SMTP_INBOUND_PORT": str(free_port()),
         "POSTHASTE_DELIVERY_RETRY_SCHEDULE": "1s",
         "POSTHASTE_LOG_LEVEL": "warning",
         **server_env,
@@ -119,3 +121,25 @@ def server(
             process.kill()
         if database:
             asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="module")
+def receiving(server: RunningServer, dns_host: ZoneServer) -> str:
+    """A receiving domain, its records published at the module's ``dns_host`` and verified;
+    its name."""
+    headers = {"Authorization": f"Bearer {server.live_key}"}
+    created = httpx.post(
+        f"{server.url}/domains",
+        json={"name": "inbox.test", "capabilities": {"receiving": "enabled"}},
+        headers=headers,
+    )
+    assert created.status_code == 201, created.text
+    for record in created.json()["records"]:
+        if record["type"] == "TXT":
+            dns_host.add(record["name"], "TXT", record["value"])
+        else:
+            dns_host.add(record["name"], "MX", (record["priority"], record["value"]))
+    domain_id = created.json()["id"]
+    verified = httpx.post(f"{server.url}/domains/{domain_id}/verify", headers=headers)
+    assert verified.json()["status"] == "verified", verified.text
+    return "inbox.test"

@@ -91,6 +91,7 @@ def base_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
         "POSTHASTE_HTTP_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_PORT": str(free_port()),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": str(free_port()),
+        "POSTHASTE_SMTP_INBOUND_PORT": str(free_port()),
         "POSTHASTE_LOG_LEVEL": "warning",
         # A killed worker's claimed jobs wait out their lease: keep it short.
         "POSTHASTE_JOB_LEASE": "2s",
@@ -169,18 +170,21 @@ def priorities(serve: Serve) -> dict[str, int]:
 
 
 def test_children_restarted_when_killed_and_all_stopped_on_sigterm(serving: Serve) -> None:
-    # Two cores: the API and the relay share a process, a worker per core.
-    assert serving.roles() == Counter({"api,smtp": 1, "worker": 2})
+    # Two cores: the API and the SMTP servers share a process, a worker per core.
+    assert serving.roles() == Counter({"api,smtp,inbound": 1, "worker": 2})
     # The front end keeps the supervisor's CPU priority; workers yield the CPU to it.
     ours = os.getpriority(os.PRIO_PROCESS, serving.process.pid)
-    assert priorities(serving) == {"api,smtp": ours, "worker": min(19, ours + WORKER_NICENESS)}
+    assert priorities(serving) == {
+        "api,smtp,inbound": ours,
+        "worker": min(19, ours + WORKER_NICENESS),
+    }
     key = _bootstrap_keys(serving.data_dir)["test"]
     headers = {"Authorization": f"Bearer {key}"}
     # A new connection per request: a kept one dies with the process that accepted it.
     no_keepalive = httpx.Limits(max_keepalive_connections=0)
     with httpx.Client(base_url=serving.url, headers=headers, limits=no_keepalive) as client:
         ids = [send(client, n) for n in range(5)]
-        for role in ("worker", "api,smtp"):
+        for role in ("worker", "api,smtp,inbound"):
             killed = serving.pid_of(role)
             os.kill(killed, signal.SIGKILL)
             # The API socket is the supervisor's: sends wait for the new API process, never fail.
@@ -204,11 +208,12 @@ def test_four_cores_get_a_child_per_role(base_env: dict[str, str]) -> None:
     serve = start(base_env, "--processes", "4")
     try:
         until(lambda: _ready(serve), "the supervised server to answer /readyz")
-        assert serve.roles() == Counter({"api": 1, "smtp": 1, "worker": 4})
+        assert serve.roles() == Counter({"api": 1, "smtp": 1, "inbound": 1, "worker": 4})
         ours = os.getpriority(os.PRIO_PROCESS, serve.process.pid)
         assert priorities(serve) == {
             "api": ours,
             "smtp": ours,
+            "inbound": ours,
             "worker": min(19, ours + WORKER_NICENESS),
         }
         pids = list(children(serve.process.pid))
@@ -230,7 +235,7 @@ def test_a_child_that_cannot_start_stops_serve_with_one_line(base_env: dict[str,
     assert code == 1
     reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
     assert len(reasons) == 1, serve.output()
-    assert reasons[0].startswith("posthaste: the api,smtp process (pid ")
+    assert reasons[0].startswith("posthaste: the api,smtp,inbound process (pid ")
     assert "could not start" in reasons[0] and "address already in use" in reasons[0]
     assert not children(serve.process.pid)
 
@@ -251,7 +256,7 @@ def test_a_taken_http_port_stops_serve_with_one_line(base_env: dict[str, str]) -
 
 def test_children_stop_when_the_supervisor_is_killed(serving: Serve) -> None:
     pids = list(children(serving.process.pid))
-    assert len(pids) == 3  # the API and relay, two workers
+    assert len(pids) == 3  # the API with the SMTP servers, two workers
     serving.process.kill()
     serving.process.wait(30)
     # Their stdin, a pipe the supervisor held, has closed: each drains and exits by itself.

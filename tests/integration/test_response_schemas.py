@@ -48,6 +48,17 @@ def with_secret(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "secret": secret, "signing_secret": secret}
 
 
+def received_summary(item: Any) -> dict[str, Any]:
+    return serialize.received_email_record(item)
+
+
+def received_record(item: Any) -> dict[str, Any]:
+    return serialize.received_email_record(item, ("http://x.test/received-raw/t", records.T0))
+
+
+RECEIVED_ONE = "GET /emails/received/{email_id} 200"
+RESEND_ONE = "GET /emails/receiving/{email_id} 200"
+
 # (serializer, its records, how a route wraps it, the route: method, path template, status)
 SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]], Shape, str]] = [
     (serialize.email_record, records.emails, alone, "GET /emails/{email_id} 200"),
@@ -66,6 +77,10 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
         listed,
         "GET /emails/{email_id}/attempts 200",
     ),
+    (received_record, records.received_emails, alone, RECEIVED_ONE),
+    (received_record, records.received_emails, alone, RESEND_ONE),
+    (received_summary, records.received_emails, paged_more, "GET /emails/received 200"),
+    (received_summary, records.received_emails, paged_more, "GET /emails/receiving 200"),
     (serialize.stream_record, records.streams, alone, "GET /streams/{stream_id} 200"),
     (serialize.stream_record, records.streams, listed, "GET /streams 200"),
     (

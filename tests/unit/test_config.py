@@ -73,7 +73,7 @@ def test_load_defaults(tmp_path: Path) -> None:
         60, 300, 900, 1800, 3600, 7200, 14400, 28800, 57600, 86400,
     )  # fmt: skip
     assert settings.retention_days == 30
-    assert settings.role == {"api", "smtp", "worker"}
+    assert settings.role == {"api", "smtp", "inbound", "worker"}
     assert settings.job_lease == 60.0
     assert settings.log_level == "info"
 
@@ -179,7 +179,8 @@ def test_every_setting_key_has_a_variable() -> None:
         ("ROLE", "worker", "role", {"worker"}),
         ("ROLE", "API", "role", {"api"}),
         ("ROLE", "api, SMTP", "role", {"api", "smtp"}),
-        ("ROLE", "all", "role", {"api", "smtp", "worker"}),
+        ("ROLE", "all", "role", {"api", "smtp", "inbound", "worker"}),
+        ("ROLE", "inbound", "role", {"inbound"}),
         ("PROCESSES", "auto", "processes", 0),
         ("PROCESSES", "1", "processes", 1),
         ("PROCESSES", " 8 ", "processes", 8),
@@ -325,12 +326,12 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         (
             "ROLE",
             "mailer",
-            "expected all, or one or more of api, smtp, worker separated by commas, got 'mailer'",
+            "expected all, or some of api, smtp, inbound, worker separated by commas, got 'mailer'",
         ),
         (
             "ROLE",
-            "api,all",
-            "expected all, or one or more of api, smtp, worker separated by commas, got 'api,all'",
+            "api,mx",
+            "expected all, or some of api, smtp, inbound, worker separated by commas, got 'api,mx'",
         ),
         ("PROCESSES", "0", "expected auto or an integer 1-1024, got '0'"),
         ("PROCESSES", "many", "expected auto or an integer 1-1024, got 'many'"),

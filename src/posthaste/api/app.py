@@ -18,6 +18,7 @@ from posthaste.api.routes import (
     emails,
     event_stream,
     health,
+    inbound,
     links,
     segments,
     streams,
@@ -45,6 +46,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(inbound.router)  # before emails: /emails/received is not an email id
     app.include_router(emails.router)
     app.include_router(attempts.router)
     app.include_router(links.router)

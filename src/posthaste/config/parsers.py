@@ -16,7 +16,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from posthaste.core.durations import parse_duration
 
-Role = Literal["api", "smtp", "worker"]
+Role = Literal["api", "smtp", "inbound", "worker"]
 Roles = frozenset[Role]
 TlsMode = Literal["starttls", "implicit", "none"]
 
@@ -24,7 +24,7 @@ SECRET_KEY_MIN_LENGTH = 32
 DELIVERY_FORMS = "capture, mx or smtp://[user:pass@]host:port[?tls=starttls|implicit|none]"
 
 # In the order a process's roles are named (``roles_label``).
-ROLE_ORDER: tuple[Role, ...] = ("api", "smtp", "worker")
+ROLE_ORDER: tuple[Role, ...] = ("api", "smtp", "inbound", "worker")
 ALL_ROLES: Roles = frozenset(ROLE_ORDER)
 _ROLES: dict[str, Role] = {role: role for role in ROLE_ORDER}
 _TLS_MODES: dict[str, TlsMode] = {"starttls": "starttls", "implicit": "implicit", "none": "none"}
@@ -113,7 +113,7 @@ def parse_roles(text: str) -> Roles:
     if None in roles:
         choices = ", ".join(ROLE_ORDER)
         raise ValueError(
-            f"expected all, or one or more of {choices} separated by commas, got {text.strip()!r}"
+            f"expected all, or some of {choices} separated by commas, got {text.strip()!r}"
         )
     return frozenset(role for role in roles if role is not None)
 

@@ -10,6 +10,7 @@ from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
 from posthaste.core.ids import format_ms
+from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
 from posthaste.core.models import (
     ApiKey,
     AttachmentInfo,
@@ -97,6 +98,45 @@ def attachment_record(item: LinkedAttachment) -> dict[str, Any]:
 def disposition(info: AttachmentInfo) -> str:
     """Inline when the html refers to it by Content-ID, else a regular attachment."""
     return "inline" if info.content_id else "attachment"
+
+
+def received_email_record(
+    item: ReceivedEmail, raw_link: tuple[str, int] | None = None
+) -> dict[str, Any]:
+    """A received email; with its ``raw_link`` (one email), Resend's ``raw`` and the html,
+    text and headers; without (list pages, as Resend's) none of them."""
+    record: dict[str, Any] = {
+        "object": "received_email",
+        "id": item.id,
+        "from": item.from_address,
+        "to": item.to,
+        "cc": item.cc,
+        "bcc": [],
+        "reply_to": item.reply_to,
+        "received_for": item.received_for,
+        "subject": item.subject,
+        "message_id": item.message_id,
+        "created_at": format_ms(item.created_at),
+        "size": item.size,
+        "attachments": [received_attachment_record(a) for a in item.attachments],
+        "authentication": item.authentication,
+    }
+    if raw_link is not None:
+        url, expires_at = raw_link
+        record.update(html=item.html, text=item.text, headers=item.headers)
+        record["raw"] = {"download_url": url, "expires_at": format_ms(expires_at)}
+    return record
+
+
+def received_attachment_record(item: ReceivedAttachment) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "filename": item.filename,
+        "content_type": item.content_type,
+        "size": item.size,
+        "content_id": item.content_id,
+        "content_disposition": item.disposition,
+    }
 
 
 def api_key_record(key: ApiKey) -> dict[str, Any]:

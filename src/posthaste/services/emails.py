@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from posthaste.core.attachment_links import AttachmentLinks, LinkedAttachment
 from posthaste.core.cursors import (
@@ -24,17 +26,61 @@ from posthaste.storage import emails as repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.emails import EmailFilter
-from posthaste.storage.keyset import cut, position_of
+from posthaste.storage.keyset import ListTable, cut, position_of
 from posthaste.storage.tables import emails
 
 PENDING = (EmailStatus.QUEUED, EmailStatus.SCHEDULED)
 
 
+class Dated(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def created_at(self) -> int: ...
+
+
+T = TypeVar("T", bound=Dated)
+
+
 @dataclass(frozen=True)
-class Page:
-    items: list[Email]
+class Page(Generic[T]):
+    items: list[T]
     next_cursor: str
-    has_more: bool  # Resend's: more emails lie past the page in its direction
+    has_more: bool  # Resend's: more items lie past the page in its direction
+
+
+Fetch = Callable[[Tx, Position | None, int, bool], Awaitable[list[T]]]
+
+
+async def cursor_page(
+    tx: Tx,
+    table: ListTable,
+    team_id: str,
+    cursor: str | None,
+    limit: int,
+    anchor: PageRequest | None,
+    fetch: Fetch[T],
+) -> Page[T]:
+    """A page of a newest-first list (``GET /emails`` and its kind): after our ``cursor``, or
+    after (before) Resend's item id; ``fetch(tx, position, n, backwards)`` reads the rows."""
+    if cursor and anchor is not None:
+        raise ValidationError(f"Give 'cursor' or an email id in '{anchor.name}', not both.")
+    backwards = anchor is not None and anchor.backwards
+    if anchor is not None and anchor.anchor is not None:
+        position = await position_of(tx, table, team_id, anchor.anchor)
+        if position is None:
+            raise ValidationError(
+                f"'{anchor.name}' must be an RFC 3339 timestamp or the id of one of your emails."
+            )
+    else:
+        position = decode_page_cursor(cursor)
+    rows = await fetch(tx, position, limit + 1, backwards)
+    items, more = cut(rows, limit, backwards=backwards)
+    # next_cursor always leads on to older items: past a `before` page lies its anchor
+    follows = (more or backwards) and bool(items)
+    next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if follows else ""
+    return Page(items, next_cursor, more)
 
 
 def decode_page_cursor(cursor: str | None) -> Position | None:
@@ -65,29 +111,15 @@ class EmailQueries:
         limit: int,
         *,
         anchor: PageRequest | None = None,
-    ) -> Page:
+    ) -> Page[Email]:
         """A page newest first, after our ``cursor`` or after (before) Resend's email id."""
-        if cursor and anchor is not None:
-            raise ValidationError(f"Give 'cursor' or an email id in '{anchor.name}', not both.")
-        backwards = anchor is not None and anchor.backwards
+        team_id = principal.team_id
+
+        async def fetch(tx: Tx, position: Position | None, n: int, backwards: bool) -> list[Email]:
+            return await repo.list_emails(tx, team_id, flt, position, n, backwards=backwards)
+
         async with self.db.read() as tx:
-            if anchor is not None and anchor.anchor is not None:
-                position = await position_of(tx, emails, principal.team_id, anchor.anchor)
-                if position is None:
-                    raise ValidationError(
-                        f"'{anchor.name}' must be an RFC 3339 timestamp or the id of one of "
-                        "your emails."
-                    )
-            else:
-                position = decode_page_cursor(cursor)
-            rows = await repo.list_emails(
-                tx, principal.team_id, flt, position, limit + 1, backwards=backwards
-            )
-        items, more = cut(rows, limit, backwards=backwards)
-        # next_cursor always leads on to older emails: past a `before` page lies its anchor
-        follows = (more or backwards) and bool(items)
-        next_cursor = encode_cursor(Position(items[-1].created_at, items[-1].id)) if follows else ""
-        return Page(items, next_cursor, more)
+            return await cursor_page(tx, emails, team_id, cursor, limit, anchor, fetch)
 
     async def events(self, principal: Principal, email_id: str) -> list[Event]:
         async with self.db.read() as tx:

@@ -17,6 +17,7 @@ from posthaste.core.ids import is_uuid
 from posthaste.storage.database import Tx
 
 T = TypeVar("T")
+ListTable = Table  # a team's table listed by (created_at, id), as services name it
 
 
 async def position_of(tx: Tx, table: Table, team_id: str, item_id: str) -> Position | None:

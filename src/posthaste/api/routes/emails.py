@@ -138,13 +138,13 @@ async def list_emails(
         Query(description="RFC 3339: created strictly before; or an email id: the page before it"),
     ] = None,
 ) -> Response:
-    after_at, after_id = _time_or_id(after, "after")
-    before_at, before_id = _time_or_id(before, "before")
+    after_at, after_id = time_or_id(after, "after")
+    before_at, before_id = time_or_id(before, "before")
     anchor = page_request(limit, after_id, before_id) if after_id or before_id else None
     flt = EmailFilter(
         status=_status(status),
-        to=_lookup(to, "to"),
-        from_=_lookup(from_, "from"),
+        to=lookup_filter(to, "to"),
+        from_=lookup_filter(from_, "from"),
         subject=subject or None,
         tag=_tag(tag),
         stream_id=stream_id or None,
@@ -172,7 +172,7 @@ def _status(value: str | None) -> str | None:
     return value
 
 
-def _lookup(value: str | None, name: str) -> str | None:
+def lookup_filter(value: str | None, name: str) -> str | None:
     return parse_address(value, name).lookup_key if value else None
 
 
@@ -194,7 +194,7 @@ def _timestamp(value: str | None, name: str) -> int | None:
         raise ValidationError(f"'{name}' must be an RFC 3339 timestamp with a time zone.") from None
 
 
-def _time_or_id(value: str | None, name: str) -> tuple[int | None, str | None]:
+def time_or_id(value: str | None, name: str) -> tuple[int | None, str | None]:
     """SPEC's time filter (an RFC 3339 timestamp), or Resend's cursor (an email id)."""
     if not value:
         return None, None

@@ -20,3 +20,24 @@ router = APIRouter(tags=["links"])
 async def linked_attachment(token: str, services: ServicesDep) -> Response:
     info, data = await services.emails.download(token)
     return attachment_download(info, data)
+
+
+@router.get(
+    "/received-attachments/{token}",
+    summary="Download a received attachment by the signed link in its download_url (no key; "
+    "expires)",
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: ERRORS[404]},
+)
+async def linked_received_attachment(token: str, services: ServicesDep) -> Response:
+    info, data = await services.received.download(token)
+    return attachment_download(info, data)
+
+
+@router.get(
+    "/received-raw/{token}",
+    summary="Download a received message by the signed link in its raw.download_url (no key; "
+    "expires)",
+    responses={200: {"content": {"message/rfc822": {}}}, 404: ERRORS[404]},
+)
+async def linked_received_raw(token: str, services: ServicesDep) -> Response:
+    return Response(await services.received.raw_download(token), media_type="message/rfc822")

@@ -1,0 +1,287 @@
+"""What the SMTP servers share: the session (aiosmtpd's, made faster where it was measured to
+matter) and the listening life cycle (start, serve, drain, stop).
+
+The relay (``smtp.relay``) adds API-key AUTH to the session; the inbound server
+(``smtp.inbound``) runs it without AUTH. Both answer aiosmtpd's own error replies with enhanced
+status codes (``smtp.replies.ENHANCED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import re
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, AnyStr, cast
+
+from aiosmtpd.smtp import MISSING, SMTP, syntax
+
+from posthaste.bootstrap import Services
+from posthaste.smtp.data import read_message, unstuff
+from posthaste.smtp.replies import ENHANCED
+from posthaste.smtp.tls import server_context
+
+log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 5.0  # at stop, how long messages already submitted may take to get their reply
+SHARE_PORTS = hasattr(socket, "SO_REUSEPORT")  # Linux, BSD, macOS
+# ``<local@domain>``: dot-atom local part and domain, ASCII; what nearly every client sends.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_PLAIN_PATH = re.compile(
+    rf"[ \t]*<({_ATEXT}(?:\.{_ATEXT})*)@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(?=[ \t]|$)"
+)
+
+
+class MailSession(SMTP):
+    """aiosmtpd's session with enhanced status codes, implicit-TLS awareness, a fast path
+    parser, the event loop's own TLS layer and a chunked DATA reader (the relay's and the
+    inbound server's)."""
+
+    def __init__(
+        self,
+        handler: Any,
+        open_sessions: set[MailSession],
+        implicit_tls: bool,
+        **options: Any,
+    ) -> None:
+        super().__init__(handler, **options)
+        self.open_sessions = open_sessions
+        open_sessions.add(self)
+        if implicit_tls:
+            # The socket is TLS from the first byte; aiosmtpd only knows about STARTTLS.
+            self._auth_require_tls = False
+
+    def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+        """MAIL/RCPT paths: a plain ``<local@domain>`` without the stdlib's header parser
+        (a sixth of the relay's CPU per message went there); anything else as aiosmtpd does."""
+        match = _PLAIN_PATH.match(arg)
+        if match is None or (
+            self.local_part_limit and match.end(1) - match.start(1) > self.local_part_limit
+        ):
+            return self._parsed_path(arg)
+        rest = arg[match.end() :].lstrip(" \t")  # the path's trailing white space is its own
+        if rest.startswith("("):  # a comment: the parser's business
+            return self._parsed_path(arg)
+        return match.group(1) + "@" + match.group(2), rest
+
+    def _parsed_path(self, arg: str) -> tuple[str | None, str | None]:
+        """aiosmtpd's parsing; a path the stdlib's parser trips over (``MAIL FROM:<`` raises
+        IndexError there, ``MAIL FROM:.@[`` AttributeError) is a malformed address, not a 500
+        with a Python error in it."""
+        try:
+            return super()._getaddr(arg)
+        except (IndexError, ValueError, AttributeError):
+            return None, None
+
+    @syntax("STARTTLS", when="tls_context")
+    async def smtp_STARTTLS(self, arg: str) -> None:
+        """aiosmtpd's STARTTLS, with the event loop's own TLS layer (``loop.start_tls``): on
+        uvloop compiled code, where aiosmtpd wraps the socket in asyncio's pure-Python
+        ``sslproto`` (an eighth of the relay's CPU per message went there)."""
+        if arg:
+            await self.push("501 Syntax: STARTTLS")
+            return
+        if not self.tls_context or self.transport is None:
+            await self.push("454 TLS not available")
+            return
+        await self.push("220 Ready to start TLS")
+        plain = cast(asyncio.WriteTransport, self.transport)
+        reader: Any = self._reader
+        reader._buffer.clear()  # sent in clear before the handshake: discarded (RFC 3207 §4.2)
+        try:
+            secured = await self.loop.start_tls(plain, self, self.tls_context, server_side=True)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            # start_tls closed the connection: connection_lost follows.
+            log.info("STARTTLS handshake failed: %s", exc)
+            return
+        if secured is None:
+            return
+        self._original_transport = plain
+        # What aiosmtpd reads of its TLS layer: that there is one, and the session's details.
+        layer = _TlsLayer({name: secured.get_extra_info(name) for name in _TLS_EXTRA})
+        self._tls_protocol = layer  # type: ignore[assignment]  # read as the sslproto it stands for
+        # A client may send its EHLO the moment the handshake ends, before this coroutine
+        # resumes: it is in the reader already, and aiosmtpd's STARTTLS branch of
+        # connection_made clears the reader (it expects only clear text there). Keep it.
+        arrived = bytes(reader._buffer)
+        self.connection_made(secured)  # aiosmtpd's STARTTLS branch: a new session, over TLS
+        if arrived:
+            reader.feed_data(arrived)
+
+    @syntax("DATA")
+    async def smtp_DATA(self, arg: str) -> None:
+        """aiosmtpd's DATA, with the message read in the chunks it arrives in rather than a
+        line at a time (``smtp.data``; a share of the relay's CPU per message went there);
+        the same checks, limits and replies."""
+        if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
+            return
+        assert self.envelope is not None
+        if not self.envelope.rcpt_tos:
+            await self.push("503 Error: need RCPT command")
+            return
+        if arg:
+            await self.push("501 Syntax: DATA")
+            return
+        await self.push("354 End data with <CR><LF>.<CR><LF>")
+        raw = await self._read_message()
+        if isinstance(raw, str):  # refused, now that the whole message is read
+            reply = raw
+        else:
+            original = unstuff(raw)
+            content = self._decoded(original)
+            if content is None:
+                await self.push("500 Error: strict ASCII mode")
+                return
+            self.envelope.content, self.envelope.original_content = content, original
+            status = await self._call_handler_hook("DATA")
+            reply = "250 OK" if status is MISSING else status
+        self._set_post_data_state()  # type: ignore[no-untyped-call]
+        await self.push(reply)
+
+    async def _read_message(self) -> bytes | str:
+        try:
+            return await read_message(self._reader, self.data_size_limit, self.line_length_limit)
+        except asyncio.CancelledError:  # the connection is gone: nothing is submitted
+            log.info("Connection lost during DATA")
+            self._writer.close()
+            raise
+
+    def _decoded(self, original: bytes) -> bytes | str | None:
+        """The envelope's content as aiosmtpd gives it (``decode_data``); None: not ASCII."""
+        if not self._decode_data:
+            return original
+        if self.enable_SMTPUTF8:
+            return original.decode("utf-8", errors="surrogateescape")
+        try:
+            return original.decode("ascii", errors="strict")
+        except UnicodeDecodeError:
+            return None
+
+    def connection_lost(self, error: Exception | None) -> None:
+        self.open_sessions.discard(self)
+        super().connection_lost(error)
+
+    async def push(self, status: AnyStr) -> None:
+        if isinstance(status, str):
+            await super().push(ENHANCED.get(status, status))
+        else:
+            await super().push(status)
+
+
+_TLS_EXTRA = ("sslcontext", "peercert", "cipher", "compression", "ssl_object")
+
+
+@dataclass(frozen=True)
+class _TlsLayer:
+    """Stands in for aiosmtpd's own TLS protocol object, of which it reads ``_extra``."""
+
+    _extra: dict[str, Any]
+
+
+class InFlight:
+    """Messages between the end of DATA and their reply, so that a stop can let them finish."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    @contextlib.contextmanager
+    def message(self) -> Iterator[None]:
+        self.count += 1
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if not self.count:
+                self.idle.set()
+
+
+@dataclass
+class Listener:
+    """One listening socket: STARTTLS offered (``implicit_tls`` False) or TLS from the start."""
+
+    port: int
+    implicit_tls: bool
+
+
+@dataclass
+class MailServer:
+    """Listeners started and stopped together; a subclass makes the handler and the sessions."""
+
+    services: Services
+    host: str
+    listeners: list[Listener]
+    hostname: str = "posthaste"
+    drain_seconds: float = DRAIN_SECONDS
+    servers: list[asyncio.Server] = field(default_factory=list)
+    sessions: set[MailSession] = field(default_factory=set)
+    in_flight: InFlight = field(default_factory=InFlight)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    name = "SMTP server"
+
+    @property
+    def ports(self) -> list[int]:
+        """The bound ports, in the order of ``listeners`` (useful when a port was 0)."""
+        return [s.sockets[0].getsockname()[1] for s in self.servers]
+
+    def make_handler(self) -> Any:
+        raise NotImplementedError
+
+    def make_session(self, handler: Any, context: ssl.SSLContext, implicit: bool) -> MailSession:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        context = server_context(self.services.settings)
+        handler = self.make_handler()
+        loop = asyncio.get_running_loop()
+        for listener in self.listeners:
+            server = await loop.create_server(
+                functools.partial(self.make_session, handler, context, listener.implicit_tls),
+                self.host,
+                listener.port,
+                ssl=context if listener.implicit_tls else None,
+                # Several processes of a role on one machine share the ports (one per core);
+                # the kernel spreads new connections among them.
+                reuse_port=SHARE_PORTS,
+            )
+            self.servers.append(server)
+            log.info(
+                "%s listening on %s:%s (%s)",
+                self.name,
+                self.host,
+                server.sockets[0].getsockname()[1],
+                "implicit TLS" if listener.implicit_tls else "STARTTLS",
+            )
+
+    async def run(self) -> None:
+        """Serve until ``stop()``; a port that cannot be bound ends this (and the process)."""
+        try:
+            await self.start()
+            await self._stop.wait()
+        finally:
+            await self.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def close(self) -> None:
+        """Stop listening, let messages being accepted get their reply, then hang up."""
+        for server in self.servers:
+            server.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.in_flight.idle.wait(), self.drain_seconds)
+        for session in list(self.sessions):
+            if session.transport is not None:
+                session.transport.close()
+        for server in self.servers:
+            await server.wait_closed()
+        self.servers.clear()
+        self.sessions.clear()
