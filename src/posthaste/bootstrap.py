@@ -16,10 +16,12 @@ from posthaste.core.attachment_links import AttachmentLinks
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
+from posthaste.core.unsubscribe import UnsubscribeLinks
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.broadcasts import BroadcastService
 from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
@@ -36,6 +38,7 @@ from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
 from posthaste.services.topics import TopicService
+from posthaste.services.unsubscribe import UnsubscribeService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.dialects import Dialect, dialect_for
@@ -69,6 +72,8 @@ class Services:
     contacts: ContactService
     segments: SegmentService
     topics: TopicService
+    broadcasts: BroadcastService
+    unsubscribe: UnsubscribeService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -133,18 +138,17 @@ def build_services(
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
+    template_content = TemplateContent(parsed_templates)
+    sender_policy = senders or DomainSenders(db, settings.default_region)
+    sending = SendingService(db, content or template_content, sender_policy, idempotency)
+    links = UnsubscribeLinks(settings.secret_key, settings.public_url)
     return Services(
         settings=settings,
         db=db,
         transports=transports,
         teams=TeamService(db, api_keys),
         api_keys=api_keys,
-        sending=SendingService(
-            db,
-            content or TemplateContent(parsed_templates),
-            senders or DomainSenders(db, settings.default_region),
-            idempotency,
-        ),
+        sending=sending,
         emails=EmailQueries(db, AttachmentLinks(settings.secret_key, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
@@ -171,6 +175,8 @@ def build_services(
         contacts=ContactService(db),
         segments=SegmentService(db),
         topics=TopicService(db),
+        broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
+        unsubscribe=UnsubscribeService(db, links),
     )
 
 

@@ -12,6 +12,7 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    broadcasts,
     contacts,
     domains,
     emails,
@@ -23,6 +24,7 @@ from posthaste.api.routes import (
     suppressions,
     templates,
     topics,
+    unsubscribe,
     webhooks,
 )
 from posthaste.bootstrap import Services
@@ -56,6 +58,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(contacts.router)
     app.include_router(segments.router)
     app.include_router(topics.router)
+    app.include_router(broadcasts.router)
+    app.include_router(unsubscribe.router)
     app.include_router(event_stream.router)
     install_openapi(app)
     install_docs(app)
