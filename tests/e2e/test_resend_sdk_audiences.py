@@ -10,7 +10,9 @@ import pytest
 import resend
 import resend.exceptions
 
+from posthaste.core.ids import format_ms, now_ms
 from tests.e2e.conftest import RunningServer
+from tests.helpers import until
 
 
 @pytest.fixture
@@ -144,3 +146,62 @@ async def test_the_async_variants(sdk: RunningServer) -> None:
     assert (await resend.Contacts.remove_async(id=created["id"]))["deleted"] is True
     assert (await resend.Segments.remove_async(segment["id"]))["deleted"] is True
     assert (await resend.Topics.remove_async(topic["id"]))["deleted"] is True
+
+
+def test_broadcasts_create_update_send_get_list_and_remove(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Readers"})
+    for name in ("ann", "bob"):
+        resend.Contacts.create({"email": address(name), "segments": [{"id": segment["id"]}]})
+    created = resend.Broadcasts.create(
+        {
+            "from": "News <news@example.com>",
+            "audience_id": segment["id"],  # Resend's older name for segment_id
+            "subject": "Hello {{contact.first_name}}",
+            "html": "<p>Hi</p><a href='{{unsubscribe_url}}'>Unsubscribe</a>",
+            "name": "Weekly",
+        }
+    )
+    broadcast_id = created["id"]
+    resend.Broadcasts.update({"broadcast_id": broadcast_id, "subject": "Hello again"})
+    got = resend.Broadcasts.get(broadcast_id)
+    assert (got["status"], got["subject"], got["segment_id"]) == (
+        "draft",
+        "Hello again",
+        segment["id"],
+    )
+    assert broadcast_id in [b["id"] for b in resend.Broadcasts.list()["data"]]
+    assert len(resend.Broadcasts.list({"limit": 1})["data"]) == 1
+
+    assert resend.Broadcasts.send({"broadcast_id": broadcast_id})["id"] == broadcast_id
+    got = until(
+        lambda: (b := resend.Broadcasts.get(broadcast_id))["status"] == "sent" and b,
+        "the broadcast sent",
+    )
+    assert (got["recipients"], got["sent"]) == (2, 2)
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Broadcasts.remove(broadcast_id)  # 409: no longer a draft
+
+    draft = resend.Broadcasts.create(
+        {"from": "news@example.com", "segment_id": segment["id"], "subject": "S", "text": "T"}
+    )
+    assert resend.Broadcasts.remove(draft["id"])["deleted"] is True
+
+
+def test_a_scheduled_broadcast_is_cancelled(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Later"})
+    resend.Contacts.create({"email": address("cat"), "segments": [{"id": segment["id"]}]})
+    later = format_ms(now_ms() + 3_600_000)
+    created = resend.Broadcasts.create(
+        {
+            "from": "news@example.com",
+            "segment_id": segment["id"],
+            "subject": "S",
+            "text": "T",
+            "send": True,
+            "scheduled_at": later,
+        }
+    )
+    assert resend.Broadcasts.get(created["id"])["status"] == "scheduled"
+    resend.Broadcasts.cancel(created["id"])
+    got = resend.Broadcasts.get(created["id"])
+    assert (got["status"], got["recipients"]) == ("cancelled", 0)
