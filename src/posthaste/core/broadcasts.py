@@ -17,6 +17,7 @@ Decisions (docs/audiences.md):
 
 from __future__ import annotations
 
+import functools
 import html as html_lib
 import re
 from collections.abc import Mapping, Sequence
@@ -241,14 +242,7 @@ def render_for(
 ) -> RenderedContent:
     """One recipient's subject, html and text. A ``contact.*`` placeholder without a value
     renders empty; any other without a value or fallback is a ``ValidationError``."""
-    contact_blanks = {
-        path: ""
-        for template in (parsed.subject, parsed.html, parsed.text)
-        if template is not None
-        for path in template.placeholders
-        if path.startswith("contact.")
-    }
-    merged = {**contact_blanks, **fallbacks}
+    merged = {**_contact_blanks(parsed), **fallbacks}
     values = Values(variables, merged)
     subject = None
     if parsed.subject is not None:
@@ -259,6 +253,18 @@ def render_for(
     if html is not None and preview_text:
         html = _preview(preview_text) + html
     return RenderedContent(subject, html, _render(parsed.text, values, escape_html=False))
+
+
+@functools.lru_cache(maxsize=64)
+def _contact_blanks(parsed: ParsedContent) -> dict[str, str]:
+    """An empty value for every ``contact.*`` placeholder of the content (parsed once)."""
+    return {
+        path: ""
+        for template in (parsed.subject, parsed.html, parsed.text)
+        if template is not None
+        for path in template.placeholders
+        if path.startswith("contact.")
+    }
 
 
 def _render(template: ParsedTemplate | None, values: Values, *, escape_html: bool) -> str | None:

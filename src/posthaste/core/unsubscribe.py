@@ -49,16 +49,15 @@ class UnsubscribeLinks:
         raw = contact + self._signer.digest(uuid.UUID(team_id).bytes + contact)
         return base64.b32encode(raw).decode("ascii").rstrip("=").lower()
 
-    def url(self, team_id: str, contact_id: str) -> str:
-        return f"{self._base}/unsubscribe/{self.token(team_id, contact_id)}"
+    def url_of(self, token: str) -> str:
+        return f"{self._base}/unsubscribe/{token}"
 
-    def headers(self, team_id: str, contact_id: str, from_domain: str) -> dict[str, str]:
+    def headers(self, token: str, from_domain: str) -> dict[str, str]:
         """``List-Unsubscribe`` (the https link, then the mailto address) and
-        ``List-Unsubscribe-Post`` (one click: RFC 8058)."""
-        token = self.token(team_id, contact_id)
+        ``List-Unsubscribe-Post`` (one click: RFC 8058) for the contact of ``token``."""
         mailto = f"{MAILTO_PREFIX}{token}@send.{from_domain.lower()}"
         return {
-            "List-Unsubscribe": f"<{self._base}/unsubscribe/{token}>, <mailto:{mailto}>",
+            "List-Unsubscribe": f"<{self.url_of(token)}>, <mailto:{mailto}>",
             "List-Unsubscribe-Post": ONE_CLICK,
         }
 

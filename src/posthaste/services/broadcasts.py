@@ -56,7 +56,7 @@ from posthaste.storage import templates as templates_repo
 from posthaste.storage import topics as topics_repo
 from posthaste.storage.database import Database, Tx
 
-CHUNK_SIZE = 500
+CHUNK_SIZE = 1000
 RUN_SECONDS = 2.0  # a job hands its broadcast back to the queue after this long (fair, stoppable)
 SAMPLE_CONTACT_ID = "00000000-0000-7000-8000-000000000000"
 
@@ -244,12 +244,13 @@ class BroadcastService:
     ) -> SendRequest | PosthasteError:
         """One member's email, rendered for it (a rendering error stays with its member)."""
         content = broadcast.content
+        token = self.links.token(contact.team_id, contact.id)
         try:
             to = parse_address(contact.email, "to")
             rendered = render_for(
                 sendable.source.parsed,
                 sendable.source.fallbacks,
-                recipient_data(content.data, contact, self.links.url(contact.team_id, contact.id)),
+                recipient_data(content.data, contact, self.links.url_of(token)),
                 content.preview_text,
             )
             subject = subject_of(rendered.subject, content.template)
@@ -258,7 +259,7 @@ class BroadcastService:
         return SendRequest(
             from_=sendable.from_, to=[to], cc=[], bcc=[], reply_to=sendable.reply_to,
             subject=subject, html=rendered.html, text=rendered.text,
-            headers=self.links.headers(contact.team_id, contact.id, sendable.from_.domain),
+            headers=self.links.headers(token, sendable.from_.domain),
             tags={}, data={}, scheduled_at=None, template=None, stream_id=content.stream_id,
             broadcast_id=broadcast.id, template_id=sendable.source.template_id,
         )  # fmt: skip
