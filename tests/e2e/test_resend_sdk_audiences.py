@@ -205,3 +205,24 @@ def test_a_scheduled_broadcast_is_cancelled(sdk: RunningServer) -> None:
     resend.Broadcasts.cancel(created["id"])
     got = resend.Broadcasts.get(created["id"])
     assert (got["status"], got["recipients"]) == ("cancelled", 0)
+
+
+def test_the_older_audience_calls_work_on_segments(sdk: RunningServer) -> None:
+    audience = resend.Audiences.create({"name": "Old style"})
+    assert resend.Audiences.get(audience["id"])["name"] == "Old style"
+    assert resend.Segments.get(audience["id"])["id"] == audience["id"]  # the same record
+    assert audience["id"] in [a["id"] for a in resend.Audiences.list()["data"]]
+    email = address("old")
+    contact = resend.Contacts.create(
+        {"audience_id": audience["id"], "email": email, "first_name": "Olga"}
+    )
+    listed = resend.Contacts.list(audience_id=audience["id"])
+    assert [c["id"] for c in listed["data"]] == [contact["id"]]
+    resend.Contacts.update({"audience_id": audience["id"], "id": contact["id"], "last_name": "K"})
+    got = resend.Contacts.get(audience_id=audience["id"], email=email)
+    assert (got["id"], got["first_name"], got["last_name"]) == (contact["id"], "Olga", "K")
+    removed = resend.Contacts.remove(audience_id=audience["id"], id=contact["id"])
+    assert removed["deleted"] is True
+    assert resend.Audiences.remove(audience["id"])["deleted"] is True
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Audiences.get(audience["id"])

@@ -12,6 +12,7 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    audiences,
     broadcasts,
     contacts,
     domains,
@@ -59,6 +60,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(segments.router)
     app.include_router(topics.router)
     app.include_router(broadcasts.router)
+    app.include_router(audiences.router)
     app.include_router(unsubscribe.router)
     app.include_router(event_stream.router)
     install_openapi(app)
