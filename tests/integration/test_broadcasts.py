@@ -299,14 +299,20 @@ async def test_an_interrupted_expansion_resumes_and_mails_everyone_once(
         segment_id = await w.segment(*members)
         created = await w.broadcast(segment_id, send=True)
         job = await claim(w.services)  # leased for 0 ms: due again as soon as it is dropped
+        broadcasts = w.services.broadcasts
         async with w.services.db.transaction() as tx:
-            assert await w.services.broadcasts.expand_chunk(tx, job) is False
+            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
         with pytest.raises(Crash):
             async with w.services.db.transaction() as tx:
-                await w.services.broadcasts.expand_chunk(tx, job)
+                await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job))
                 raise Crash
+        stale = await broadcasts.read_chunk(job)  # read, then another worker moves the cursor
+        async with w.services.db.transaction() as tx:
+            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
+        async with w.services.db.transaction() as tx:
+            assert await broadcasts.store_chunk(tx, job, stale) is False  # stores nothing
         halfway = await w.get(created["id"])
-        assert (halfway["recipients"], halfway["sent"]) == (2, 2)
+        assert (halfway["recipients"], halfway["sent"]) == (4, 4)
         async with running_worker(w.services):
             final = await w.finished(created["id"])
         assert (final["recipients"], final["sent"]) == (7, 7)
@@ -319,12 +325,14 @@ async def test_cancel_stops_what_was_not_yet_accepted(settings: Settings) -> Non
         segment_id = await w.segment(*members)
         created = await w.broadcast(segment_id, send=True)
         job = await claim(w.services)
+        broadcasts = w.services.broadcasts
         async with w.services.db.transaction() as tx:
-            assert await w.services.broadcasts.expand_chunk(tx, job) is False
+            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
+        read_before = await broadcasts.read_chunk(job)
         cancelled = await w.call("POST", f"/broadcasts/{created['id']}/cancel")
         assert cancelled["status"] == "cancelled"
-        async with w.services.db.transaction() as tx:  # the lost worker's next chunk
-            assert await w.services.broadcasts.expand_chunk(tx, job) is True
+        async with w.services.db.transaction() as tx:  # the next chunk, read before the cancel
+            assert await broadcasts.store_chunk(tx, job, read_before) is True
         async with running_worker(w.services):
             final = await w.finished(created["id"], "cancelled")
         assert (final["recipients"], final["sent"]) == (2, 2)

@@ -1,12 +1,14 @@
 """Broadcasts: drafts edited freely, then sent (now or at ``scheduled_at``) to every member of a
 segment by a durable ``expand_broadcast`` job.
 
-Expansion reads the segment in contact id order, ``chunk_size`` members at a time. Each chunk is
-one transaction holding the broadcast's row: the members' emails are accepted through the send
-path (``SendingService.accept_in``: the same checks, suppression and daily quota as every email)
-and the cursor and counts move with them, so a worker killed at any point resumes after the
-last committed chunk and mails no one twice. A cancel takes the same row lock: members not yet
-accepted when it commits are never mailed.
+Expansion reads the segment in contact id order, ``chunk_size`` members at a time, and renders
+their emails outside any write (``read_chunk``: no write lock held while rendering). Storing a
+chunk is one transaction holding the broadcast's row (``store_chunk``): the members' emails are
+accepted through the send path (``SendingService.accept_in``: the same checks, suppression and
+daily quota as every email) and the cursor and counts move with them, so a worker killed at any
+point resumes after the last committed chunk and mails no one twice. A chunk whose cursor moved
+since it was read (another worker stored it) stores nothing. A cancel takes the same row lock:
+members not yet accepted when it commits are never mailed.
 
 When the daily quota runs out mid-way, the broadcast pauses (``resumes_at``: the next 00:00 UTC)
 with the members not yet mailed still ahead of its cursor; a cancel stops it for good. When its
@@ -27,7 +29,9 @@ from posthaste.core.broadcasts import (
     Broadcast,
     BroadcastContent,
     BroadcastStatus,
+    Member,
     SendOrder,
+    Skip,
     check_complete,
     next_utc_day,
     parse_broadcast,
@@ -59,6 +63,18 @@ from posthaste.storage.database import Database, Tx
 CHUNK_SIZE = 1000
 RUN_SECONDS = 2.0  # a job hands its broadcast back to the queue after this long (fair, stoppable)
 SAMPLE_CONTACT_ID = "00000000-0000-7000-8000-000000000000"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The members after the cursor as ``read`` found it, and their emails (or why each could
+    not be made), ready to store; or why the broadcast cannot be sent any more."""
+
+    read: Broadcast
+    sender: Sender
+    plan: list[tuple[Member, Skip | None]]
+    requests: list[SendRequest | PosthasteError]
+    failure: PosthasteError | None = None
 
 
 @dataclass(frozen=True)
@@ -182,38 +198,56 @@ class BroadcastService:
         have passed (then the job is due again at once, behind the jobs already due)."""
         deadline = time.monotonic() + self.run_seconds
         while True:
+            chunk = await self.read_chunk(job)
             async with self.db.transaction() as tx:
-                if await self.expand_chunk(tx, job):
+                if await self.store_chunk(tx, job, chunk):
                     return
                 if time.monotonic() >= deadline:
                     await jobs_repo.retry_at(tx, job, now_ms())
                     return
 
-    async def expand_chunk(self, tx: Tx, job: Job) -> bool:
-        """One chunk in the caller's transaction; True when the job is over (finished or
-        rescheduled in that transaction)."""
+    async def read_chunk(self, job: Job) -> Chunk | None:
+        """The next chunk's members and their emails, read and rendered without holding the
+        write lock (SQLite) or the broadcast's row; None when the broadcast is not under way.
+        ``store_chunk`` stores it only if the cursor has not moved meanwhile."""
+        assert job.team_id is not None
+        async with self.db.read() as tx:
+            current = await repo.get_broadcast(tx, job.team_id, job.ref)
+            if current is None or current.status not in UNDER_WAY:
+                return None
+            sender = await self._sender_of(tx, current)
+            try:
+                sendable = await self._sendable(tx, sender, current.content)
+            except PosthasteError as exc:
+                return Chunk(current, sender, [], [], exc)
+            content = current.content
+            members = await repo.members_after(
+                tx, current.team_id, content.segment_id, content.topic_id, current.cursor,
+                self.chunk_size,
+            )  # fmt: skip
+        plan = [(m, skip_reason(m, sendable.topic_default)) for m in members]
+        requests = [self._request(current, sendable, m.contact) for m, skip in plan if not skip]
+        return Chunk(current, sender, plan, requests)
+
+    async def store_chunk(self, tx: Tx, job: Job, chunk: Chunk | None) -> bool:
+        """Accept the chunk's emails and move the cursor and counts, in the caller's
+        transaction, holding the broadcast's row; True when the job is over (finished or
+        rescheduled in that transaction). A chunk read before a cancel, or before another
+        worker moved the cursor, stores nothing."""
         assert job.team_id is not None
         current = await repo.get_broadcast(tx, job.team_id, job.ref, for_update=True)
         if current is None or current.status not in UNDER_WAY:
             await jobs_repo.finish(tx, job)
             return True
+        if chunk is None or chunk.read.cursor != current.cursor:
+            return False  # read again
         now = now_ms()
-        sender = await self._sender_of(tx, current)
-        try:
-            sendable = await self._sendable(tx, sender, current.content)
-        except PosthasteError as exc:
-            failed = replace(current, status=BroadcastStatus.FAILED, error=exc.message)
+        if chunk.failure is not None:
+            failed = replace(current, status=BroadcastStatus.FAILED, error=chunk.failure.message)
             await self._ended(tx, job, replace(failed, sent_at=now, updated_at=now))
             return True
-        content = current.content
-        members = await repo.members_after(
-            tx, current.team_id, content.segment_id, content.topic_id, current.cursor,
-            self.chunk_size,
-        )  # fmt: skip
-        plan = [(m, skip_reason(m, sendable.topic_default)) for m in members]
-        requests = [self._request(current, sendable, m.contact) for m, skip in plan if not skip]
-        outcomes = await self.sending.accept_in(tx, sender, Origin.BROADCAST, requests)
-        tally = tally_chunk(plan, outcomes)
+        outcomes = await self.sending.accept_in(tx, chunk.sender, Origin.BROADCAST, chunk.requests)
+        tally = tally_chunk(chunk.plan, outcomes)
         updated = replace(
             current,
             status=BroadcastStatus.SENDING,
@@ -229,7 +263,7 @@ class BroadcastService:
             await repo.update_broadcast(tx, paused)
             await jobs_repo.retry_at(tx, job, resumes_at)
             return True
-        if len(members) < self.chunk_size:
+        if len(chunk.plan) < self.chunk_size:
             await self._ended(tx, job, replace(updated, status=BroadcastStatus.SENT, sent_at=now))
             return True
         await repo.update_broadcast(tx, updated)
