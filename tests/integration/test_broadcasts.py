@@ -24,6 +24,7 @@ from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
+from posthaste.services.broadcasts import Step
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
@@ -301,16 +302,20 @@ async def test_an_interrupted_expansion_resumes_and_mails_everyone_once(
         job = await claim(w.services)  # leased for 0 ms: due again as soon as it is dropped
         broadcasts = w.services.broadcasts
         async with w.services.db.transaction() as tx:
-            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
+            assert (
+                await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is Step.NEXT
+            )
         with pytest.raises(Crash):
             async with w.services.db.transaction() as tx:
                 await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job))
                 raise Crash
         stale = await broadcasts.read_chunk(job)  # read, then another worker moves the cursor
         async with w.services.db.transaction() as tx:
-            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
+            assert (
+                await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is Step.NEXT
+            )
         async with w.services.db.transaction() as tx:
-            assert await broadcasts.store_chunk(tx, job, stale) is False  # stores nothing
+            assert await broadcasts.store_chunk(tx, job, stale) is Step.STALE
         halfway = await w.get(created["id"])
         assert (halfway["recipients"], halfway["sent"]) == (4, 4)
         async with running_worker(w.services):
@@ -327,12 +332,14 @@ async def test_cancel_stops_what_was_not_yet_accepted(settings: Settings) -> Non
         job = await claim(w.services)
         broadcasts = w.services.broadcasts
         async with w.services.db.transaction() as tx:
-            assert await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is False
+            assert (
+                await broadcasts.store_chunk(tx, job, await broadcasts.read_chunk(job)) is Step.NEXT
+            )
         read_before = await broadcasts.read_chunk(job)
         cancelled = await w.call("POST", f"/broadcasts/{created['id']}/cancel")
         assert cancelled["status"] == "cancelled"
         async with w.services.db.transaction() as tx:  # the next chunk, read before the cancel
-            assert await broadcasts.store_chunk(tx, job, read_before) is True
+            assert await broadcasts.store_chunk(tx, job, read_before) is Step.DONE
         async with running_worker(w.services):
             final = await w.finished(created["id"], "cancelled")
         assert (final["recipients"], final["sent"]) == (2, 2)

@@ -2,7 +2,8 @@
 segment by a durable ``expand_broadcast`` job.
 
 Expansion reads the segment in contact id order, ``chunk_size`` members at a time, and renders
-their emails outside any write (``read_chunk``: no write lock held while rendering). Storing a
+their emails outside any write (``read_chunk``: no write lock held while rendering; the next
+chunk is read while one is stored). Storing a
 chunk is one transaction holding the broadcast's row (``store_chunk``): the members' emails are
 accepted through the send path (``SendingService.accept_in``: the same checks, suppression and
 daily quota as every email) and the cursor and counts move with them, so a worker killed at any
@@ -18,9 +19,11 @@ its standing), it ends ``failed`` with ``error``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from posthaste.core.addresses import Address, parse_address, parse_address_list
@@ -65,12 +68,21 @@ RUN_SECONDS = 2.0  # a job hands its broadcast back to the queue after this long
 SAMPLE_CONTACT_ID = "00000000-0000-7000-8000-000000000000"
 
 
+class Step(Enum):
+    """What storing a chunk did."""
+
+    NEXT = "stored; more members may follow"
+    STALE = "stored nothing: the cursor is not where the chunk begins; read again"
+    DONE = "the job is over: finished, paused or stopped in the same transaction"
+
+
 @dataclass(frozen=True)
 class Chunk:
-    """The members after the cursor as ``read`` found it, and their emails (or why each could
-    not be made), ready to store; or why the broadcast cannot be sent any more."""
+    """The members after ``after``, and their emails (or why each could not be made), ready
+    to store; or why the broadcast cannot be sent any more."""
 
     read: Broadcast
+    after: str | None  # the cursor the members follow
     sender: Sender
     plan: list[tuple[Member, Skip | None]]
     requests: list[SendRequest | PosthasteError]
@@ -195,57 +207,81 @@ class BroadcastService:
 
     async def expand(self, job: Job) -> None:
         """Expand chunks until the broadcast is done, paused or stopped, or ``run_seconds``
-        have passed (then the job is due again at once, behind the jobs already due)."""
+        have passed (then the job is due again at once, behind the jobs already due). While a
+        full chunk is stored, the next one is read and rendered; it is used only if the stored
+        chunk moved the cursor to where it begins."""
         deadline = time.monotonic() + self.run_seconds
+        chunk = await self.read_chunk(job)
         while True:
+            ahead = self._read_ahead(job, chunk)
+            try:
+                step = await self._store(job, chunk, deadline)
+            except BaseException:
+                await _dropped(ahead)
+                raise
+            if step is Step.NEXT and ahead is not None:
+                chunk = await ahead
+                continue
+            await _dropped(ahead)
+            if step is Step.DONE:
+                return
             chunk = await self.read_chunk(job)
-            async with self.db.transaction() as tx:
-                if await self.store_chunk(tx, job, chunk):
-                    return
-                if time.monotonic() >= deadline:
-                    await jobs_repo.retry_at(tx, job, now_ms())
-                    return
 
-    async def read_chunk(self, job: Job) -> Chunk | None:
-        """The next chunk's members and their emails, read and rendered without holding the
-        write lock (SQLite) or the broadcast's row; None when the broadcast is not under way.
-        ``store_chunk`` stores it only if the cursor has not moved meanwhile."""
+    def _read_ahead(self, job: Job, chunk: Chunk | None) -> asyncio.Task[Chunk | None] | None:
+        """The chunk after a full ``chunk``, read while ``chunk`` is stored."""
+        if chunk is None or chunk.failure is not None or len(chunk.plan) < self.chunk_size:
+            return None
+        return asyncio.create_task(self.read_chunk(job, chunk.plan[-1][0].contact.id))
+
+    async def _store(self, job: Job, chunk: Chunk | None, deadline: float) -> Step:
+        async with self.db.transaction() as tx:
+            step = await self.store_chunk(tx, job, chunk)
+            if step is not Step.DONE and time.monotonic() >= deadline:
+                await jobs_repo.retry_at(tx, job, now_ms())
+                return Step.DONE
+        return step
+
+    async def read_chunk(self, job: Job, after: str | None = None) -> Chunk | None:
+        """The members after the broadcast's cursor (or after the contact ``after``) and their
+        emails, read and rendered without holding the write lock (SQLite) or the broadcast's
+        row; None when the broadcast is not under way. ``store_chunk`` stores it only if the
+        cursor is then where the chunk begins."""
         assert job.team_id is not None
         async with self.db.read() as tx:
             current = await repo.get_broadcast(tx, job.team_id, job.ref)
             if current is None or current.status not in UNDER_WAY:
                 return None
+            start = current.cursor if after is None else after
             sender = await self._sender_of(tx, current)
             try:
                 sendable = await self._sendable(tx, sender, current.content)
             except PosthasteError as exc:
-                return Chunk(current, sender, [], [], exc)
+                return Chunk(current, start, sender, [], [], exc)
             content = current.content
             members = await repo.members_after(
-                tx, current.team_id, content.segment_id, content.topic_id, current.cursor,
+                tx, current.team_id, content.segment_id, content.topic_id, start,
                 self.chunk_size,
             )  # fmt: skip
         plan = [(m, skip_reason(m, sendable.topic_default)) for m in members]
         requests = [self._request(current, sendable, m.contact) for m, skip in plan if not skip]
-        return Chunk(current, sender, plan, requests)
+        return Chunk(current, start, sender, plan, requests)
 
-    async def store_chunk(self, tx: Tx, job: Job, chunk: Chunk | None) -> bool:
+    async def store_chunk(self, tx: Tx, job: Job, chunk: Chunk | None) -> Step:
         """Accept the chunk's emails and move the cursor and counts, in the caller's
-        transaction, holding the broadcast's row; True when the job is over (finished or
-        rescheduled in that transaction). A chunk read before a cancel, or before another
-        worker moved the cursor, stores nothing."""
+        transaction, holding the broadcast's row. A chunk read before a cancel, or that does
+        not begin at the cursor (another worker moved it), stores nothing."""
         assert job.team_id is not None
         current = await repo.get_broadcast(tx, job.team_id, job.ref, for_update=True)
         if current is None or current.status not in UNDER_WAY:
             await jobs_repo.finish(tx, job)
-            return True
-        if chunk is None or chunk.read.cursor != current.cursor:
-            return False  # read again
+            return Step.DONE
+        if chunk is None or chunk.after != current.cursor:
+            return Step.STALE
         now = now_ms()
         if chunk.failure is not None:
             failed = replace(current, status=BroadcastStatus.FAILED, error=chunk.failure.message)
             await self._ended(tx, job, replace(failed, sent_at=now, updated_at=now))
-            return True
+            return Step.DONE
         outcomes = await self.sending.accept_in(tx, chunk.sender, Origin.BROADCAST, chunk.requests)
         tally = tally_chunk(chunk.plan, outcomes)
         updated = replace(
@@ -262,12 +298,12 @@ class BroadcastService:
             paused = replace(updated, resumes_at=resumes_at, error=tally.quota.message)
             await repo.update_broadcast(tx, paused)
             await jobs_repo.retry_at(tx, job, resumes_at)
-            return True
+            return Step.DONE
         if len(chunk.plan) < self.chunk_size:
             await self._ended(tx, job, replace(updated, status=BroadcastStatus.SENT, sent_at=now))
-            return True
+            return Step.DONE
         await repo.update_broadcast(tx, updated)
-        return False
+        return Step.NEXT
 
     async def _ended(self, tx: Tx, job: Job, final: Broadcast) -> None:
         await repo.update_broadcast(tx, final)
@@ -386,6 +422,13 @@ async def _existing(
     if found is None:
         raise NotFound(f"Broadcast {broadcast_id!r} was not found.")
     return found
+
+
+async def _dropped(task: asyncio.Task[Chunk | None] | None) -> None:
+    """A chunk read ahead that will not be stored."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def _sample(team_id: str) -> Contact:
