@@ -148,7 +148,10 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
     worker = services.make_worker()
     assert sorted(worker.kinds) == sorted(JobKind)
     assert worker.batch_handlers == {JobKind.DELIVER_EMAIL: services.delivery.deliver_many}
-    assert worker.handlers == {JobKind.CHECK_DOMAIN: services.domains.recheck}
+    assert worker.handlers == {
+        JobKind.CHECK_DOMAIN: services.domains.recheck,
+        JobKind.EXPAND_BROADCAST: services.broadcasts.expand,
+    }
 
 
 async def test_a_slow_batch_does_not_hold_up_the_next_claims(services: Services) -> None:
