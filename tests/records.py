@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.broadcasts import Broadcast, BroadcastContent, BroadcastCounts, BroadcastStatus
 from posthaste.core.contact_imports import ContactImport, ImportStatus, LineError, OnConflict
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
@@ -343,3 +344,30 @@ def received_emails() -> list[ReceivedEmail]:
     )
     bare = replace(full, id=new_id(), html=None, text=None, headers={}, attachments=[])
     return [full, bare]
+
+
+def broadcasts() -> list[Broadcast]:
+    content = BroadcastContent(segment_id=new_id(), from_="News <news@acme.test>")
+    full = BroadcastContent(
+        segment_id=new_id(), from_="news@acme.test", name="Weekly", subject="Hi {{name}}",
+        html="<p>Hi</p>", text="Hi", template="weekly", data={"week": 3}, reply_to=["a@acme.test"],
+        stream_id="broadcast", topic_id=new_id(), preview_text="This week",
+    )  # fmt: skip
+    return [
+        Broadcast(new_id(), TEAM, None, content, BroadcastStatus.DRAFT, T0, T0),
+        Broadcast(
+            new_id(),
+            TEAM,
+            new_id(),
+            full,
+            BroadcastStatus.SENDING,
+            T0,
+            T0 + 9,
+            scheduled_at=T0 + 5,
+            resumes_at=T0 + 86_400_000,
+            error="The daily quota is used up.",
+            cursor=new_id(),
+            counts=BroadcastCounts(10, 6, 1, 1, 1, 1),
+        ),
+        Broadcast(new_id(), TEAM, None, full, BroadcastStatus.SENT, T0, T0, sent_at=T0 + 20),
+    ]

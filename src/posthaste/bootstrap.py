@@ -21,10 +21,12 @@ from posthaste.core.attachment_links import (
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
+from posthaste.core.unsubscribe import UnsubscribeLinks
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.broadcasts import BroadcastService
 from posthaste.services.contact_imports import ContactImportService
 from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
@@ -43,6 +45,7 @@ from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
 from posthaste.services.topics import TopicService
+from posthaste.services.unsubscribe import UnsubscribeService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.dialects import Dialect, dialect_for
@@ -79,6 +82,8 @@ class Services:
     topics: TopicService
     inbound: InboundService
     received: ReceivedQueries
+    broadcasts: BroadcastService
+    unsubscribe: UnsubscribeService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -143,18 +148,17 @@ def build_services(
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
+    template_content = TemplateContent(parsed_templates)
+    sender_policy = senders or DomainSenders(db, settings.default_region)
+    sending = SendingService(db, content or template_content, sender_policy, idempotency)
+    links = UnsubscribeLinks(settings.secret_key, settings.public_url)
     return Services(
         settings=settings,
         db=db,
         transports=transports,
         teams=TeamService(db, api_keys),
         api_keys=api_keys,
-        sending=SendingService(
-            db,
-            content or TemplateContent(parsed_templates),
-            senders or DomainSenders(db, settings.default_region),
-            idempotency,
-        ),
+        sending=sending,
         emails=EmailQueries(db, AttachmentLinks(settings.secret_key, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
@@ -204,6 +208,8 @@ def build_services(
                 path="received-raw",
             ),
         ),
+        broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
+        unsubscribe=UnsubscribeService(db, links),
     )
 
 

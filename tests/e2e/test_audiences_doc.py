@@ -16,7 +16,8 @@ def example() -> str:
 
 def test_the_walkthrough_runs(server: RunningServer) -> None:
     env = {**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key}
-    created, members, bob, ann, edited, deleted = run_script(example(), server, env).splitlines()
+    output = run_script(example(), server, env).splitlines()
+    created, members, bob, ann, edited, deleted, counts, clicked, cat = output
     contact = json.loads(created)
     assert contact["email"] == "Ann@example.com" and contact["first_name"] == "Ann"
     assert contact["properties"] == {"plan": "pro", "seats": 3}
@@ -27,6 +28,8 @@ def test_the_walkthrough_runs(server: RunningServer) -> None:
     assert changed["properties"] == {"plan": "pro", "seats": 5}
     gone = json.loads(deleted)
     assert gone["object"] == "contact" and gone["deleted"] is True
+    assert counts == "sent 2 1 1"
+    assert (clicked, cat) == ("200", "True")
 
 
 def test_the_import_walkthrough_runs(server: RunningServer) -> None:

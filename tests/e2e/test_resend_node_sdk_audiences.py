@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from posthaste.core.ids import format_ms, now_ms
 from tests.e2e.conftest import RunningServer
 from tests.helpers import until
 from tests.node_bridge import NodeBridge, running_bridge
@@ -111,3 +112,42 @@ def test_contact_imports(node: NodeBridge) -> None:
     assert node.ok("contacts.get", {"email": good})["properties"] == {"plan": "pro"}
     listed = node.ok("contacts.imports.list", {"limit": 5})
     assert started["id"] in [i["id"] for i in listed["data"]]
+
+
+def test_broadcasts(node: NodeBridge) -> None:
+    segment_id = node.ok("segments.create", {"name": "Readers"})["id"]
+    node.ok("contacts.create", {"email": address("ann"), "segments": [{"id": segment_id}]})
+    created = node.ok(
+        "broadcasts.create",
+        {
+            "from": "News <news@example.com>",
+            "segmentId": segment_id,
+            "subject": "Hello {{contact.first_name}}",
+            "text": "Stop: {{unsubscribe_url}}",
+            "previewText": "This week",
+        },
+    )
+    broadcast_id = created["id"]
+    node.ok("broadcasts.update", broadcast_id, {"name": "Weekly", "replyTo": "me@example.com"})
+    got = node.ok("broadcasts.get", broadcast_id)
+    assert (got["name"], got["reply_to"], got["status"]) == ("Weekly", ["me@example.com"], "draft")
+    assert broadcast_id in [b["id"] for b in node.ok("broadcasts.list", {"limit": 100})["data"]]
+    later = format_ms(now_ms() + 3_600_000)
+    node.ok("broadcasts.send", broadcast_id, {"scheduledAt": later})
+    assert node.ok("broadcasts.get", broadcast_id)["status"] == "scheduled"
+    node.ok("broadcasts.cancel", broadcast_id)
+    assert node.ok("broadcasts.get", broadcast_id)["status"] == "cancelled"
+    refused = node.call("broadcasts.remove", broadcast_id)
+    assert refused["error"]["statusCode"] == 409
+
+    draft = node.ok(
+        "broadcasts.create",
+        {"from": "news@example.com", "segmentId": segment_id, "subject": "S", "text": "T"},
+    )
+    assert node.ok("broadcasts.remove", draft["id"])["deleted"] is True
+    now = node.ok(
+        "broadcasts.create",
+        {"from": "news@example.com", "audienceId": segment_id, "subject": "S", "html": "<p>T</p>",
+         "send": True},
+    )  # fmt: skip
+    assert node.ok("broadcasts.get", now["id"])["status"] in ("sending", "sent")

@@ -10,6 +10,7 @@ import pytest
 import resend
 import resend.exceptions
 
+from posthaste.core.ids import format_ms, now_ms
 from tests.e2e.conftest import RunningServer
 from tests.helpers import until
 
@@ -167,3 +168,85 @@ def test_contact_imports_create_get_and_list(sdk: RunningServer) -> None:
     assert import_id in [i["id"] for i in listed["data"]]
     with pytest.raises(resend.exceptions.ResendError):
         resend.Contacts.Imports.create({"file": csv, "column_map": {"email": "Email"}})
+
+
+def test_broadcasts_create_update_send_get_list_and_remove(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Readers"})
+    for name in ("ann", "bob"):
+        resend.Contacts.create({"email": address(name), "segments": [{"id": segment["id"]}]})
+    created = resend.Broadcasts.create(
+        {
+            "from": "News <news@example.com>",
+            "audience_id": segment["id"],  # Resend's older name for segment_id
+            "subject": "Hello {{contact.first_name}}",
+            "html": "<p>Hi</p><a href='{{unsubscribe_url}}'>Unsubscribe</a>",
+            "name": "Weekly",
+        }
+    )
+    broadcast_id = created["id"]
+    resend.Broadcasts.update({"broadcast_id": broadcast_id, "subject": "Hello again"})
+    got = resend.Broadcasts.get(broadcast_id)
+    assert (got["status"], got["subject"], got["segment_id"]) == (
+        "draft",
+        "Hello again",
+        segment["id"],
+    )
+    assert broadcast_id in [b["id"] for b in resend.Broadcasts.list()["data"]]
+    assert len(resend.Broadcasts.list({"limit": 1})["data"]) == 1
+
+    assert resend.Broadcasts.send({"broadcast_id": broadcast_id})["id"] == broadcast_id
+    got = until(
+        lambda: (b := resend.Broadcasts.get(broadcast_id))["status"] == "sent" and b,
+        "the broadcast sent",
+    )
+    assert (got["recipients"], got["sent"]) == (2, 2)
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Broadcasts.remove(broadcast_id)  # 409: no longer a draft
+
+    draft = resend.Broadcasts.create(
+        {"from": "news@example.com", "segment_id": segment["id"], "subject": "S", "text": "T"}
+    )
+    assert resend.Broadcasts.remove(draft["id"])["deleted"] is True
+
+
+def test_a_scheduled_broadcast_is_cancelled(sdk: RunningServer) -> None:
+    segment = resend.Segments.create({"name": "Later"})
+    resend.Contacts.create({"email": address("cat"), "segments": [{"id": segment["id"]}]})
+    later = format_ms(now_ms() + 3_600_000)
+    created = resend.Broadcasts.create(
+        {
+            "from": "news@example.com",
+            "segment_id": segment["id"],
+            "subject": "S",
+            "text": "T",
+            "send": True,
+            "scheduled_at": later,
+        }
+    )
+    assert resend.Broadcasts.get(created["id"])["status"] == "scheduled"
+    resend.Broadcasts.cancel(created["id"])
+    got = resend.Broadcasts.get(created["id"])
+    assert (got["status"], got["recipients"]) == ("cancelled", 0)
+
+
+# The SDK warns that these calls are deprecated; they are what this test is about.
+@pytest.mark.filterwarnings("ignore:.*deprecated.*:DeprecationWarning")
+def test_the_older_audience_calls_work_on_segments(sdk: RunningServer) -> None:
+    audience = resend.Audiences.create({"name": "Old style"})
+    assert resend.Audiences.get(audience["id"])["name"] == "Old style"
+    assert resend.Segments.get(audience["id"])["id"] == audience["id"]  # the same record
+    assert audience["id"] in [a["id"] for a in resend.Audiences.list()["data"]]
+    email = address("old")
+    contact = resend.Contacts.create(
+        {"audience_id": audience["id"], "email": email, "first_name": "Olga"}
+    )
+    listed = resend.Contacts.list(audience_id=audience["id"])
+    assert [c["id"] for c in listed["data"]] == [contact["id"]]
+    resend.Contacts.update({"audience_id": audience["id"], "id": contact["id"], "last_name": "K"})
+    got = resend.Contacts.get(audience_id=audience["id"], email=email)
+    assert (got["id"], got["first_name"], got["last_name"]) == (contact["id"], "Olga", "K")
+    removed = resend.Contacts.remove(audience_id=audience["id"], id=contact["id"])
+    assert removed["deleted"] is True
+    assert resend.Audiences.remove(audience["id"])["deleted"] is True
+    with pytest.raises(resend.exceptions.ResendError):
+        resend.Audiences.get(audience["id"])

@@ -151,6 +151,7 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
     assert worker.handlers == {
         JobKind.CHECK_DOMAIN: services.domains.recheck,
         JobKind.IMPORT_CONTACTS: services.contact_imports.run,
+        JobKind.EXPAND_BROADCAST: services.broadcasts.expand,
     }
 
 

@@ -12,6 +12,8 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    audiences,
+    broadcasts,
     contact_imports,
     contacts,
     domains,
@@ -25,6 +27,7 @@ from posthaste.api.routes import (
     suppressions,
     templates,
     topics,
+    unsubscribe,
     webhooks,
 )
 from posthaste.bootstrap import Services
@@ -60,6 +63,9 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(contacts.router)
     app.include_router(segments.router)
     app.include_router(topics.router)
+    app.include_router(broadcasts.router)
+    app.include_router(audiences.router)
+    app.include_router(unsubscribe.router)
     app.include_router(event_stream.router)
     install_openapi(app)
     install_docs(app)

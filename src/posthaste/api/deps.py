@@ -60,6 +60,16 @@ async def json_body(request: Request) -> Any:
 JsonBody = Annotated[Any, Depends(json_body)]
 
 
+async def optional_json_object(request: Request) -> dict[str, Any]:
+    """A JSON object body that may be left out (an action's optional parameters): ``{}``."""
+    if not (await request.body()).strip():
+        return {}
+    return json_object(await json_body(request))
+
+
+OptionalJsonObject = Annotated[dict[str, Any], Depends(optional_json_object)]
+
+
 def json_object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValidationError("The request body must be a JSON object.")

@@ -15,3 +15,4 @@ class JobKind(StrEnum):
     DELIVER_EMAIL = "deliver_email"  # send an accepted email (workers/delivery.py)
     CHECK_DOMAIN = "check_domain"  # re-check a sending domain's DNS (workers/domain_checks.py)
     IMPORT_CONTACTS = "import_contacts"  # a contact import's CSV (workers/contact_imports.py)
+    EXPAND_BROADCAST = "expand_broadcast"  # mail a broadcast's members (workers/broadcasts.py)

@@ -62,6 +62,9 @@ class SendRequest:
     raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
     # Its Message-ID, ``<id>``; None: the email's ``<email id@from domain>`` (added to ``raw``)
     message_id: str | None = None
+    # A broadcast's recipient: its content is already rendered (from ``template_id``, if any)
+    broadcast_id: str | None = None
+    template_id: str | None = None
 
     def recipients(self) -> list[tuple[str, str]]:
         """Unique (lookup address, kind) pairs over to, cc and bcc, first occurrence wins."""
@@ -88,7 +91,7 @@ def parse_send_request(body: object, now_ms: int) -> SendRequest:
         raise ValidationError(
             f"Too many recipients: at most {MAX_RECIPIENTS} across 'to', 'cc' and 'bcc'."
         )
-    template = _template_ref(body)
+    template = template_ref(body)
     request = SendRequest(
         from_=parse_address(from_value, "from"),
         to=to,
@@ -96,21 +99,21 @@ def parse_send_request(body: object, now_ms: int) -> SendRequest:
         bcc=bcc,
         reply_to=parse_address_list(body.get("reply_to"), "reply_to"),
         subject=None if body.get("subject") is None else validate_subject(body.get("subject")),
-        html=_optional_text(body, "html"),
-        text=_optional_text(body, "text"),
+        html=optional_text(body, "html"),
+        text=optional_text(body, "text"),
         headers=validate_custom_headers(body.get("headers") or {}),
         tags=validate_tags(body.get("tags") or {}),
-        data=_data(body),
-        scheduled_at=_scheduled_at(body.get("scheduled_at"), now_ms),
+        data=template_data(body),
+        scheduled_at=scheduled_at_of(body.get("scheduled_at"), now_ms),
         template=template,
-        stream_id=_stream_id(body.get("stream_id")),
+        stream_id=stream_id_of(body.get("stream_id")),
         attachments=_attachments(body.get("attachments")),
     )
     _require_content(request)
     return request
 
 
-def _optional_text(body: dict[str, Any], name: str) -> str | None:
+def optional_text(body: dict[str, Any], name: str) -> str | None:
     value = body.get(name)
     if value is None:
         return None
@@ -130,7 +133,7 @@ def _require_content(request: SendRequest) -> None:
         raise ValidationError("Give 'html' or 'text' (or a 'template') for the message body.")
 
 
-def _template_ref(body: dict[str, Any]) -> str | None:
+def template_ref(body: dict[str, Any]) -> str | None:
     """``template`` (alias or id, or Resend's ``{id, variables}``) or ``template_id``."""
     template = body.get("template")
     template_id = body.get("template_id")
@@ -146,7 +149,7 @@ def _template_ref(body: dict[str, Any]) -> str | None:
     return ref.strip()
 
 
-def _data(body: dict[str, Any]) -> dict[str, Any]:
+def template_data(body: dict[str, Any]) -> dict[str, Any]:
     data = body.get("data")
     template = body.get("template")
     if data is None and isinstance(template, dict):
@@ -158,7 +161,7 @@ def _data(body: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _scheduled_at(value: object, now_ms: int) -> int | None:
+def scheduled_at_of(value: object, now_ms: int) -> int | None:
     """A future time within 30 days; a past time means now (None)."""
     if value is None:
         return None
@@ -177,7 +180,7 @@ def _scheduled_at(value: object, now_ms: int) -> int | None:
     return when
 
 
-def _stream_id(value: object) -> str | None:
+def stream_id_of(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:

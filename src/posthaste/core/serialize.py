@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.broadcasts import Broadcast
 from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
@@ -306,4 +307,34 @@ def contact_topic_record(item: ContactTopic) -> dict[str, Any]:
         "name": item.topic.name,
         "description": item.topic.description,
         "subscription": item.subscription,
+    }
+
+
+def broadcast_record(item: Broadcast) -> dict[str, Any]:
+    """A broadcast with its counts; Resend's ``audience_id`` mirrors ``segment_id``."""
+    content = item.content
+    return {
+        "object": "broadcast",
+        "id": item.id,
+        "name": content.name,
+        "segment_id": content.segment_id,
+        "audience_id": content.segment_id,
+        "topic_id": content.topic_id,
+        "from": content.from_,
+        "reply_to": content.reply_to,
+        "subject": content.subject,
+        "html": content.html,
+        "text": content.text,
+        "template": content.template,
+        "data": content.data,
+        "stream_id": content.stream_id,
+        "preview_text": content.preview_text,
+        "status": item.status.value,
+        "error": item.error,
+        "created_at": format_ms(item.created_at),
+        "updated_at": format_ms(item.updated_at),
+        "scheduled_at": format_ms(item.scheduled_at),
+        "sent_at": format_ms(item.sent_at),
+        "resumes_at": format_ms(item.resumes_at),
+        **item.counts.as_dict(),
     }

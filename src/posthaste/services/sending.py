@@ -49,6 +49,7 @@ MAX_EMAILS_PER_TRANSACTION = 1000
 
 Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
 Outcome = Email | PosthasteError
+_Streams = dict[tuple[str, str], bool]  # (team, stream id) → whether it exists, per group
 
 
 @dataclass(frozen=True)
@@ -172,28 +173,40 @@ class SendingService:
         ones are stored in one transaction."""
         return await self._group.submit(_Call(sender, origin, items))
 
+    async def accept_in(
+        self, tx: Tx, sender: Sender, origin: Origin, items: Sequence[Parsed]
+    ) -> list[Outcome]:
+        """``accept_batch`` inside the caller's transaction, so that the caller's own writes
+        commit with the accepted emails or not at all (a broadcast's cursor and counts)."""
+        call = _Call(sender, origin, items)
+        [outcomes] = await self._steps(tx, [call], now_ms())
+        return outcomes
+
     async def _accept_group(self, calls: list[_Call]) -> list[list[Outcome]]:
         """Every call's items through the steps, stored in one unit of work. When storing the
         emails is the group's only write (no daily quota to count, no response to keep), that
         one statement commits by itself (``Database.autocommit``)."""
-        now = now_ms()
-        items = [item for call in calls for item in _parsed(call)]
         writes_more = any(call.writes_besides_emails() for call in calls)
         unit = self.db.transaction() if writes_more else self.db.autocommit()
         async with unit as tx:
-            items = [await self._checked(tx, item, now) for item in items]
-            items = await _unsuppressed(tx, items)
-            items = await _within_quota(tx, items, now)
-            await _stored(tx, items, now)
+            return await self._steps(tx, calls, now_ms())
+
+    async def _steps(self, tx: Tx, calls: list[_Call], now: int) -> list[list[Outcome]]:
+        items = [item for call in calls for item in _parsed(call)]
+        streams: _Streams = {}
+        items = [await self._checked(tx, item, now, streams) for item in items]
+        items = await _unsuppressed(tx, items)
+        items = await _within_quota(tx, items, now)
+        await _stored(tx, items, now)
         return [[item.outcome() for item in group] for group in _by_call(items, calls)]
 
-    async def _checked(self, tx: Tx, item: _Item, now: int) -> _Item:
+    async def _checked(self, tx: Tx, item: _Item, now: int, streams: _Streams) -> _Item:
         """Step 2: stream, template and domain; a passing item gets its email."""
         if item.request is None or not item.pending:
             return item
         sender, request = item.call.sender, item.request
         try:
-            stream_id = await _stream(tx, sender.team_id, request.stream_id)
+            stream_id = await _stream(tx, sender.team_id, request.stream_id, streams)
             content = await self.content.resolve(tx, sender, request)
             region = await self.senders.region_for(tx, sender, request.from_)
         except PosthasteError as exc:
@@ -217,10 +230,15 @@ def _by_call(items: list[_Item], calls: list[_Call]) -> Iterator[list[_Item]]:
         position += len(call.items)
 
 
-async def _stream(tx: Tx, team_id: str, stream_id: str | None) -> str:
+async def _stream(tx: Tx, team_id: str, stream_id: str | None, known: _Streams) -> str:
+    """The item's stream, checked once per group (a broadcast's chunk names one stream)."""
     if stream_id is None:
         return "transactional"
-    if await streams_repo.get_stream(tx, team_id, stream_id) is None:
+    if (team_id, stream_id) not in known:
+        known[team_id, stream_id] = (
+            await streams_repo.get_stream(tx, team_id, stream_id) is not None
+        )
+    if not known[team_id, stream_id]:
         raise ValidationError(f"The stream {stream_id!r} does not exist; see GET /streams.")
     return stream_id
 
@@ -371,7 +389,7 @@ def _build_email(
         sent_at=None,
         template_id=content.template_id,
         stream_id=stream_id,
-        broadcast_id=None,
+        broadcast_id=request.broadcast_id,
         message_id=request.message_id or make_message_id(request.from_.domain, email_id),
         provider_message_id=None,
         region=region,

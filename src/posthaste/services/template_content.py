@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from posthaste.core.models import Sender, TemplateVersion
@@ -33,6 +34,16 @@ from posthaste.storage.templates import SendableTemplate
 _Lookups = dict[tuple[str, str], SendableTemplate | None]
 
 
+@dataclass(frozen=True)
+class ContentSource:
+    """Content ready to render for many recipients: parsed once, with its template's
+    fallbacks (a broadcast renders it per contact)."""
+
+    parsed: ParsedContent
+    fallbacks: dict[str, object]
+    template_id: str | None
+
+
 class TemplateContent:
     def __init__(self, parsed: ParseCache) -> None:
         self.parsed = parsed
@@ -41,15 +52,38 @@ class TemplateContent:
     async def resolve(self, tx: Tx, sender: Sender, request: SendRequest) -> Content:
         if request.template is None:
             return _inline(request)
-        template = await self._find(tx, sender.team_id, request.template)
-        version = _version_to_send(template, request.template, sender.is_test)
-        parsed = self._with_overrides(version, request)
-        rendered = render_content(parsed, request.data, version.fallbacks())
-        if rendered.subject is None:
-            raise ValidationError(
-                f"The template {request.template!r} has no subject; give 'subject' in the request."
-            )
-        return Content(rendered.subject, rendered.html, rendered.text, template.id)
+        source = await self.source(
+            tx, sender, request.template, request.subject, request.html, request.text
+        )
+        rendered = render_content(source.parsed, request.data, source.fallbacks)
+        return Content(
+            subject_of(rendered.subject, request.template),
+            rendered.html,
+            rendered.text,
+            source.template_id,
+        )
+
+    async def source(
+        self,
+        tx: Tx,
+        sender: Sender,
+        template: str | None,
+        subject: str | None,
+        html: str | None,
+        text: str | None,
+    ) -> ContentSource:
+        """The template (if any) with explicit fields replacing its own, parsed."""
+        if template is None:
+            return ContentSource(parse_content(subject, html, text), {}, None)
+        found = await self._find(tx, sender.team_id, template)
+        version = _version_to_send(found, template, sender.is_test)
+        parsed = self.parsed.get(version.id, version.subject, version.html, version.text)
+        overridden = ParsedContent(
+            parsed.subject if subject is None else parse_template(subject),
+            parsed.html if html is None else parse_template(html),
+            parsed.text if text is None else parse_template(text),
+        )
+        return ContentSource(overridden, version.fallbacks(), found.id)
 
     async def _find(self, tx: Tx, team_id: str, ref: str) -> SendableTemplate:
         lookups = self._lookups.setdefault(tx, {})
@@ -64,13 +98,14 @@ class TemplateContent:
             )
         return found
 
-    def _with_overrides(self, version: TemplateVersion, request: SendRequest) -> ParsedContent:
-        parsed = self.parsed.get(version.id, version.subject, version.html, version.text)
-        return ParsedContent(
-            parsed.subject if request.subject is None else parse_template(request.subject),
-            parsed.html if request.html is None else parse_template(request.html),
-            parsed.text if request.text is None else parse_template(request.text),
+
+def subject_of(rendered: str | None, template: str | None) -> str:
+    """A rendered subject, or why there is none (a template without one, and none given)."""
+    if rendered is None:
+        raise ValidationError(
+            f"The template {template!r} has no subject; give 'subject' in the request."
         )
+    return rendered
 
 
 def _version_to_send(template: SendableTemplate, ref: str, is_test: bool) -> TemplateVersion:
@@ -87,7 +122,7 @@ def _version_to_send(template: SendableTemplate, ref: str, is_test: bool) -> Tem
 def _inline(request: SendRequest) -> Content:
     assert request.subject is not None
     if not request.data:
-        return Content(request.subject, request.html, request.text)
+        return Content(request.subject, request.html, request.text, request.template_id)
     rendered = render_content(
         parse_content(request.subject, request.html, request.text), request.data, {}
     )

@@ -36,11 +36,12 @@ async def _existing(
     return found
 
 
-async def _contact_topics(tx: Tx, principal: Principal, contact_id: str) -> list[ContactTopic]:
-    chosen = await topics_repo.choices_of(tx, principal.team_id, contact_id)
+async def contact_topics_of(tx: Tx, team_id: str, contact_id: str) -> list[ContactTopic]:
+    """Every topic of the team with the contact's effective subscription, oldest first."""
+    chosen = await topics_repo.choices_of(tx, team_id, contact_id)
     return [
         ContactTopic(topic, effective_subscription(topic, chosen.get(topic.id)))
-        for topic in await topics_repo.all_topics(tx, principal.team_id)
+        for topic in await topics_repo.all_topics(tx, team_id)
     ]
 
 
@@ -106,7 +107,7 @@ class TopicService:
         subscription (a page of them when asked), oldest topic first."""
         async with self.db.read() as tx:
             contact = await existing_contact(tx, principal, contact_ref)
-            items = await _contact_topics(tx, principal, contact.id)
+            items = await contact_topics_of(tx, principal.team_id, contact.id)
         if request is None:
             return contact.id, items, False
         page, more = page_of(items, request, lambda t: t.topic.id, "topics")
@@ -120,4 +121,4 @@ class TopicService:
             contact = await existing_contact(tx, principal, contact_ref, for_update=True)
             await check_topics(tx, principal.team_id, choices, "topics")
             await topics_repo.set_choices(tx, principal.team_id, contact.id, choices, now_ms())
-            return contact.id, await _contact_topics(tx, principal, contact.id)
+            return contact.id, await contact_topics_of(tx, principal.team_id, contact.id)

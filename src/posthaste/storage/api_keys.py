@@ -115,3 +115,10 @@ async def revoke_key(tx: Tx, key_id: str, now: int, team_id: str | None = None) 
         query = query.where(api_keys.c.team_id == team_id)
     result = await tx.conn.execute(query.values(revoked_at=now))
     return bool(result.rowcount)
+
+
+async def get_key(tx: Tx, team_id: str, key_id: str) -> ApiKey | None:
+    """The team's key with this id, revoked or not (what a job started with it acts as)."""
+    query = select(api_keys).where(api_keys.c.team_id == team_id, api_keys.c.id == key_id)
+    row = (await tx.conn.execute(query)).first()
+    return _key(row) if row else None

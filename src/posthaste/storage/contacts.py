@@ -18,7 +18,7 @@ from posthaste.storage.tables import contacts, segment_members
 STREAM_ROWS = 500
 
 
-def _contact(row: Any) -> Contact:
+def contact_of(row: Any) -> Contact:
     return Contact(
         id=row.id,
         team_id=row.team_id,
@@ -66,7 +66,7 @@ async def contacts_by_keys(tx: Tx, team_id: str, keys: Collection[str]) -> list[
         .where(contacts.c.team_id == team_id, tx.dialect.pick(_AMONG_KEYS)(list(keys)))
         .with_for_update()
     )
-    return [_contact(row) for row in await tx.conn.execute(query)]
+    return [contact_of(row) for row in await tx.conn.execute(query)]
 
 
 def _among_keys_postgres(keys: list[str]) -> ColumnElement[bool]:
@@ -115,7 +115,7 @@ async def get_contact(
     if for_update:
         query = query.with_for_update()
     row = (await tx.conn.execute(query)).first()
-    return _contact(row) if row else None
+    return contact_of(row) if row else None
 
 
 async def update_contact(tx: Tx, contact: Contact) -> bool:
@@ -159,7 +159,7 @@ async def stream_contacts(tx: Tx, team_id: str, segment_id: str | None) -> Async
     )
     result = await tx.conn.stream(query.execution_options(yield_per=STREAM_ROWS))
     async for row in result:
-        yield _contact(row)
+        yield contact_of(row)
 
 
 async def page_contacts(
@@ -177,10 +177,22 @@ async def page_contacts(
         tx,
         contacts,
         _listed(segment_id),
-        _contact,
+        contact_of,
         team_id=team_id,
         limit=limit,
         anchor=anchor,
         newest_first=False,
         backwards=backwards,
     )
+
+
+async def get_contact_any_team(
+    tx: Tx, contact_id: str, *, for_update: bool = False
+) -> Contact | None:
+    """The contact with this id, whatever its team: for a signed link, whose MAC names the
+    team and is checked against the contact found (``core.unsubscribe``)."""
+    query = select(contacts).where(contacts.c.id == contact_id)
+    if for_update:
+        query = query.with_for_update()
+    row = (await tx.conn.execute(query)).first()
+    return contact_of(row) if row else None

@@ -1,0 +1,71 @@
+"""Broadcast shapes, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BroadcastRequest(BaseModel):
+    """``POST /broadcasts`` (``segment_id`` and ``from`` required) and ``PATCH`` (any field)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: str | None = None
+    segment_id: str | None = Field(None, description="Resend's audience_id is accepted too")
+    from_: str | None = Field(None, alias="from", examples=["News <news@example.com>"])
+    subject: str | None = None
+    html: str | None = None
+    text: str | None = None
+    template: str | None = Field(None, description="Alias or id; or template_id")
+    data: dict[str, Any] | None = Field(None, description="Template variables")
+    reply_to: str | list[str] | None = None
+    stream_id: str | None = Field(None, description="Default: broadcast")
+    topic_id: str | None = Field(None, description="Mail only the members subscribed to it")
+    preview_text: str | None = None
+    send: bool | None = Field(None, description="Create only: send at once (or schedule)")
+    scheduled_at: str | None = Field(None, description="RFC 3339, with send: true")
+
+
+class SendBroadcastRequest(BaseModel):
+    scheduled_at: str | None = Field(None, description="RFC 3339; absent or past: now")
+
+
+class BroadcastRecord(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    object: str = "broadcast"
+    id: str
+    name: str | None
+    segment_id: str
+    audience_id: str = Field(description="The same as segment_id (Resend's older name)")
+    topic_id: str | None
+    from_: str = Field(alias="from")
+    reply_to: list[str]
+    subject: str | None
+    html: str | None
+    text: str | None
+    template: str | None
+    data: dict[str, Any]
+    stream_id: str
+    preview_text: str | None
+    status: str = Field(description="draft, scheduled, sending, sent, cancelled or failed")
+    error: str | None = Field(description="Why it failed, or why it is paused (daily quota)")
+    created_at: str
+    updated_at: str
+    scheduled_at: str | None
+    sent_at: str | None = Field(description="When expansion finished")
+    resumes_at: str | None = Field(description="Paused by the daily quota until then")
+    recipients: int = Field(description="Members expanded so far")
+    sent: int = Field(description="Emails accepted for members")
+    skipped_unsubscribed: int
+    skipped_suppressed: int
+    skipped_topic: int
+    failed: int = Field(description="Members whose email could not be made (rendering)")
+
+
+class BroadcastList(BaseModel):
+    object: str = "list"
+    data: list[BroadcastRecord]
+    has_more: bool = Field(description="More items lie past this page (false for the full set)")

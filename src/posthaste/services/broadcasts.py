@@ -1,0 +1,444 @@
+"""Broadcasts: drafts edited freely, then sent (now or at ``scheduled_at``) to every member of a
+segment by a durable ``expand_broadcast`` job.
+
+Expansion reads the segment in contact id order, ``chunk_size`` members at a time, and renders
+their emails outside any write (``read_chunk``: no write lock held while rendering; the next
+chunk is read while one is stored). Storing a
+chunk is one transaction holding the broadcast's row (``store_chunk``): the members' emails are
+accepted through the send path (``SendingService.accept_in``: the same checks, suppression and
+daily quota as every email) and the cursor and counts move with them, so a worker killed at any
+point resumes after the last committed chunk and mails no one twice. A chunk whose cursor moved
+since it was read (another worker stored it) stores nothing. A cancel takes the same row lock:
+members not yet accepted when it commits are never mailed.
+
+When the daily quota runs out mid-way, the broadcast pauses (``resumes_at``: the next 00:00 UTC)
+with the members not yet mailed still ahead of its cursor; a cancel stops it for good. When its
+content can no longer be sent (its domain, template, stream, topic or segment went away or lost
+its standing), it ends ``failed`` with ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from posthaste.core.addresses import Address, parse_address, parse_address_list
+from posthaste.core.broadcasts import (
+    UNDER_WAY,
+    Broadcast,
+    BroadcastContent,
+    BroadcastStatus,
+    Member,
+    SendOrder,
+    Skip,
+    check_complete,
+    next_utc_day,
+    parse_broadcast,
+    recipient_data,
+    render_for,
+    skip_reason,
+    tally_chunk,
+)
+from posthaste.core.contacts import Contact
+from posthaste.core.cursors import PageRequest
+from posthaste.core.ids import is_uuid, new_id, now_ms
+from posthaste.core.jobs import JobKind
+from posthaste.core.models import Job, Origin, Principal, Sender
+from posthaste.core.send_request import SendRequest
+from posthaste.core.unsubscribe import UnsubscribeLinks
+from posthaste.errors import Conflict, NotFound, PosthasteError, ValidationError
+from posthaste.services.sending import SenderPolicy, SendingService
+from posthaste.services.template_content import ContentSource, TemplateContent, subject_of
+from posthaste.storage import api_keys as keys_repo
+from posthaste.storage import broadcasts as repo
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import segments as segments_repo
+from posthaste.storage import streams as streams_repo
+from posthaste.storage import teams as teams_repo
+from posthaste.storage import templates as templates_repo
+from posthaste.storage import topics as topics_repo
+from posthaste.storage.database import Database, Tx
+
+CHUNK_SIZE = 1000
+RUN_SECONDS = 2.0  # a job hands its broadcast back to the queue after this long (fair, stoppable)
+SAMPLE_CONTACT_ID = "00000000-0000-7000-8000-000000000000"
+
+
+class Step(Enum):
+    """What storing a chunk did."""
+
+    NEXT = "stored; more members may follow"
+    STALE = "stored nothing: the cursor is not where the chunk begins; read again"
+    DONE = "the job is over: finished, paused or stopped in the same transaction"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The members after ``after``, and their emails (or why each could not be made), ready
+    to store; or why the broadcast cannot be sent any more."""
+
+    read: Broadcast
+    after: str | None  # the cursor the members follow
+    sender: Sender
+    plan: list[tuple[Member, Skip | None]]
+    requests: list[SendRequest | PosthasteError]
+    failure: PosthasteError | None = None
+
+
+@dataclass(frozen=True)
+class _Sendable:
+    """A broadcast's content checked and parsed, ready to render per member."""
+
+    source: ContentSource
+    from_: Address
+    reply_to: list[Address]
+    topic_default: str | None
+
+
+class BroadcastService:
+    def __init__(
+        self,
+        db: Database,
+        sending: SendingService,
+        content: TemplateContent,
+        senders: SenderPolicy,
+        links: UnsubscribeLinks,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        run_seconds: float = RUN_SECONDS,
+    ) -> None:
+        self.db = db
+        self.sending = sending
+        self.content = content
+        self.senders = senders
+        self.links = links
+        self.chunk_size = chunk_size
+        self.run_seconds = run_seconds
+
+    async def create(
+        self, principal: Principal, content: BroadcastContent, order: SendOrder | None
+    ) -> Broadcast:
+        """A draft, checked against the team's segments, topics, streams, templates and
+        domains; with ``order``, sent at once (or scheduled)."""
+        now = now_ms()
+        draft = Broadcast(
+            new_id(), principal.team_id, principal.key.id, content, BroadcastStatus.DRAFT,
+            now, now,
+        )  # fmt: skip
+        async with self.db.transaction() as tx:
+            await self._check_references(tx, principal.sender, content)
+            if order is not None:
+                draft = await self._started(tx, principal.sender, draft, order, now)
+            await repo.insert_broadcast(tx, draft)
+        return draft
+
+    async def update(
+        self, principal: Principal, broadcast_id: str, fields: Mapping[str, Any]
+    ) -> Broadcast:
+        """Apply ``PATCH``'s fields to a draft (checked as on create)."""
+        async with self.db.transaction() as tx:
+            current = await self._draft(tx, principal, broadcast_id, "edited")
+            content = parse_broadcast(fields, now_ms(), current.content)
+            await self._check_references(tx, principal.sender, content)
+            updated = replace(
+                current, content=content, updated_at=max(now_ms(), current.updated_at)
+            )
+            await repo.update_broadcast(tx, updated)
+        return updated
+
+    async def delete(self, principal: Principal, broadcast_id: str) -> Broadcast:
+        async with self.db.transaction() as tx:
+            current = await self._draft(tx, principal, broadcast_id, "deleted")
+            await repo.delete_broadcast(tx, principal.team_id, current.id)
+        return current
+
+    async def send(self, principal: Principal, broadcast_id: str, order: SendOrder) -> Broadcast:
+        """Send a draft now, or schedule it; the key sending it decides its mode (test keys'
+        broadcasts stay on the machine) and its domain restriction."""
+        async with self.db.transaction() as tx:
+            current = await self._draft(tx, principal, broadcast_id, "sent")
+            current = replace(current, api_key_id=principal.key.id)
+            started = await self._started(tx, principal.sender, current, order, now_ms())
+            await repo.update_broadcast(tx, started)
+        return started
+
+    async def cancel(self, principal: Principal, broadcast_id: str) -> Broadcast:
+        """Stop a scheduled or sending broadcast; members not yet accepted are never mailed."""
+        async with self.db.transaction() as tx:
+            current = await _existing(tx, principal.team_id, broadcast_id, for_update=True)
+            if current.status not in UNDER_WAY:
+                raise Conflict(
+                    f"The broadcast is {current.status.value}; only a scheduled or sending "
+                    "broadcast can be cancelled."
+                )
+            now = max(now_ms(), current.updated_at)
+            cancelled = replace(
+                current, status=BroadcastStatus.CANCELLED, updated_at=now, resumes_at=None
+            )
+            await repo.update_broadcast(tx, cancelled)
+            await jobs_repo.drop(tx, JobKind.EXPAND_BROADCAST, current.id)
+        return cancelled
+
+    async def get(self, principal: Principal, broadcast_id: str) -> Broadcast:
+        async with self.db.read() as tx:
+            return await _existing(tx, principal.team_id, broadcast_id)
+
+    async def stream(self, principal: Principal) -> AsyncIterator[Broadcast]:
+        async with self.db.read() as tx:
+            async for item in repo.stream_broadcasts(tx, principal.team_id):
+                yield item
+
+    async def page(
+        self, principal: Principal, request: PageRequest
+    ) -> tuple[list[Broadcast], bool]:
+        async with self.db.read() as tx:
+            page = await repo.page_broadcasts(
+                tx, principal.team_id, request.limit, request.anchor, backwards=request.backwards
+            )
+        if page is None:
+            raise ValidationError(f"'{request.name}' must be the id of one of your broadcasts.")
+        return page
+
+    # Expansion: the ``expand_broadcast`` job.
+
+    async def expand(self, job: Job) -> None:
+        """Expand chunks until the broadcast is done, paused or stopped, or ``run_seconds``
+        have passed (then the job is due again at once, behind the jobs already due). While a
+        full chunk is stored, the next one is read and rendered; it is used only if the stored
+        chunk moved the cursor to where it begins."""
+        deadline = time.monotonic() + self.run_seconds
+        chunk = await self.read_chunk(job)
+        while True:
+            ahead = self._read_ahead(job, chunk)
+            try:
+                step = await self._store(job, chunk, deadline)
+            except BaseException:
+                await _dropped(ahead)
+                raise
+            if step is Step.NEXT and ahead is not None:
+                chunk = await ahead
+                continue
+            await _dropped(ahead)
+            if step is Step.DONE:
+                return
+            chunk = await self.read_chunk(job)
+
+    def _read_ahead(self, job: Job, chunk: Chunk | None) -> asyncio.Task[Chunk | None] | None:
+        """The chunk after a full ``chunk``, read while ``chunk`` is stored."""
+        if chunk is None or chunk.failure is not None or len(chunk.plan) < self.chunk_size:
+            return None
+        return asyncio.create_task(self.read_chunk(job, chunk.plan[-1][0].contact.id))
+
+    async def _store(self, job: Job, chunk: Chunk | None, deadline: float) -> Step:
+        async with self.db.transaction() as tx:
+            step = await self.store_chunk(tx, job, chunk)
+            if step is not Step.DONE and time.monotonic() >= deadline:
+                await jobs_repo.retry_at(tx, job, now_ms())
+                return Step.DONE
+        return step
+
+    async def read_chunk(self, job: Job, after: str | None = None) -> Chunk | None:
+        """The members after the broadcast's cursor (or after the contact ``after``) and their
+        emails, read and rendered without holding the write lock (SQLite) or the broadcast's
+        row; None when the broadcast is not under way. ``store_chunk`` stores it only if the
+        cursor is then where the chunk begins."""
+        assert job.team_id is not None
+        async with self.db.read() as tx:
+            current = await repo.get_broadcast(tx, job.team_id, job.ref)
+            if current is None or current.status not in UNDER_WAY:
+                return None
+            start = current.cursor if after is None else after
+            sender = await self._sender_of(tx, current)
+            try:
+                sendable = await self._sendable(tx, sender, current.content)
+            except PosthasteError as exc:
+                return Chunk(current, start, sender, [], [], exc)
+            content = current.content
+            members = await repo.members_after(
+                tx, current.team_id, content.segment_id, content.topic_id, start,
+                self.chunk_size,
+            )  # fmt: skip
+        plan = [(m, skip_reason(m, sendable.topic_default)) for m in members]
+        requests = [self._request(current, sendable, m.contact) for m, skip in plan if not skip]
+        return Chunk(current, start, sender, plan, requests)
+
+    async def store_chunk(self, tx: Tx, job: Job, chunk: Chunk | None) -> Step:
+        """Accept the chunk's emails and move the cursor and counts, in the caller's
+        transaction, holding the broadcast's row. A chunk read before a cancel, or that does
+        not begin at the cursor (another worker moved it), stores nothing."""
+        assert job.team_id is not None
+        current = await repo.get_broadcast(tx, job.team_id, job.ref, for_update=True)
+        if current is None or current.status not in UNDER_WAY:
+            await jobs_repo.finish(tx, job)
+            return Step.DONE
+        if chunk is None or chunk.after != current.cursor:
+            return Step.STALE
+        now = now_ms()
+        if chunk.failure is not None:
+            failed = replace(current, status=BroadcastStatus.FAILED, error=chunk.failure.message)
+            await self._ended(tx, job, replace(failed, sent_at=now, updated_at=now))
+            return Step.DONE
+        outcomes = await self.sending.accept_in(tx, chunk.sender, Origin.BROADCAST, chunk.requests)
+        tally = tally_chunk(chunk.plan, outcomes)
+        updated = replace(
+            current,
+            status=BroadcastStatus.SENDING,
+            counts=current.counts + tally.counts,
+            cursor=tally.cursor or current.cursor,
+            resumes_at=None,
+            error=None,
+            updated_at=max(now, current.updated_at),
+        )
+        if tally.quota is not None:
+            resumes_at = next_utc_day(now)
+            paused = replace(updated, resumes_at=resumes_at, error=tally.quota.message)
+            await repo.update_broadcast(tx, paused)
+            await jobs_repo.retry_at(tx, job, resumes_at)
+            return Step.DONE
+        if len(chunk.plan) < self.chunk_size:
+            await self._ended(tx, job, replace(updated, status=BroadcastStatus.SENT, sent_at=now))
+            return Step.DONE
+        await repo.update_broadcast(tx, updated)
+        return Step.NEXT
+
+    async def _ended(self, tx: Tx, job: Job, final: Broadcast) -> None:
+        await repo.update_broadcast(tx, final)
+        await jobs_repo.finish(tx, job)
+
+    def _request(
+        self, broadcast: Broadcast, sendable: _Sendable, contact: Contact
+    ) -> SendRequest | PosthasteError:
+        """One member's email, rendered for it (a rendering error stays with its member)."""
+        content = broadcast.content
+        token = self.links.token(contact.team_id, contact.id)
+        try:
+            to = parse_address(contact.email, "to")
+            rendered = render_for(
+                sendable.source.parsed,
+                sendable.source.fallbacks,
+                recipient_data(content.data, contact, self.links.url_of(token)),
+                content.preview_text,
+            )
+            subject = subject_of(rendered.subject, content.template)
+        except PosthasteError as exc:
+            return exc
+        return SendRequest(
+            from_=sendable.from_, to=[to], cc=[], bcc=[], reply_to=sendable.reply_to,
+            subject=subject, html=rendered.html, text=rendered.text,
+            headers=self.links.headers(token, sendable.from_.domain),
+            tags={}, data={}, scheduled_at=None, template=None, stream_id=content.stream_id,
+            broadcast_id=broadcast.id, template_id=sendable.source.template_id,
+        )  # fmt: skip
+
+    async def _sender_of(self, tx: Tx, broadcast: Broadcast) -> Sender:
+        """Who sends the broadcast's mail: its team, as the key that sent it."""
+        team = await teams_repo.get_team(tx, broadcast.team_id)
+        assert team is not None  # a team's broadcasts go with it
+        key = None
+        if broadcast.api_key_id is not None:
+            key = await keys_repo.get_key(tx, broadcast.team_id, broadcast.api_key_id)
+        return Sender(team, key)
+
+    async def _check_references(
+        self, tx: Tx, sender: Sender, content: BroadcastContent
+    ) -> str | None:
+        """The segment, topic, stream, template and sender domain a draft names exist (the
+        domain: may be sent from by this key); the topic's default subscription, if any."""
+        team_id = sender.team_id
+        if await segments_repo.get_segment(tx, team_id, content.segment_id) is None:
+            raise ValidationError(
+                f"'segment_id' {content.segment_id!r} is not one of your segments."
+            )
+        topic_default = None
+        if content.topic_id is not None:
+            topic = await topics_repo.get_topic(tx, team_id, content.topic_id)
+            if topic is None:
+                raise ValidationError(f"'topic_id' {content.topic_id!r} is not one of your topics.")
+            topic_default = topic.default_subscription
+        if await streams_repo.get_stream(tx, team_id, content.stream_id) is None:
+            raise ValidationError(
+                f"The stream {content.stream_id!r} does not exist; see GET /streams."
+            )
+        if content.template is not None and not await templates_repo.get_sendable(
+            tx, team_id, content.template
+        ):
+            raise ValidationError(
+                f"Template {content.template!r} was not found; give the id or alias of one of "
+                "your templates (GET /templates)."
+            )
+        await self.senders.region_for(tx, sender, parse_address(content.from_, "from"))
+        return topic_default
+
+    async def _sendable(self, tx: Tx, sender: Sender, content: BroadcastContent) -> _Sendable:
+        """The content checked as a draft is, and its template (published, for live keys)
+        parsed; ``ValidationError`` (or the domain's 403) names what is wrong."""
+        topic_default = await self._check_references(tx, sender, content)
+        source = await self.content.source(
+            tx, sender, content.template, content.subject, content.html, content.text
+        )
+        return _Sendable(
+            source,
+            parse_address(content.from_, "from"),
+            parse_address_list(content.reply_to, "reply_to"),
+            topic_default,
+        )
+
+    async def _started(
+        self, tx: Tx, sender: Sender, broadcast: Broadcast, order: SendOrder, now: int
+    ) -> Broadcast:
+        """The draft checked whole (a sample member's content renders) and its job queued."""
+        check_complete(broadcast.content)
+        sendable = await self._sendable(tx, sender, broadcast.content)
+        _check_renders(self._request(broadcast, sendable, _sample(broadcast.team_id)))
+        due = order.scheduled_at if order.scheduled_at is not None else now
+        await jobs_repo.enqueue(
+            tx, JobKind.EXPAND_BROADCAST, broadcast.id, broadcast.team_id, due, now
+        )
+        status = (
+            BroadcastStatus.SENDING if order.scheduled_at is None else BroadcastStatus.SCHEDULED
+        )
+        return replace(
+            broadcast, status=status, scheduled_at=order.scheduled_at,
+            updated_at=max(now, broadcast.updated_at),
+        )  # fmt: skip
+
+    async def _draft(self, tx: Tx, principal: Principal, broadcast_id: str, verb: str) -> Broadcast:
+        current = await _existing(tx, principal.team_id, broadcast_id, for_update=True)
+        if current.status is not BroadcastStatus.DRAFT:
+            raise Conflict(f"The broadcast is {current.status.value}; only a draft can be {verb}.")
+        return current
+
+
+async def _existing(
+    tx: Tx, team_id: str, broadcast_id: str, *, for_update: bool = False
+) -> Broadcast:
+    found = None
+    if is_uuid(broadcast_id):
+        found = await repo.get_broadcast(tx, team_id, broadcast_id.lower(), for_update=for_update)
+    if found is None:
+        raise NotFound(f"Broadcast {broadcast_id!r} was not found.")
+    return found
+
+
+async def _dropped(task: asyncio.Task[Chunk | None] | None) -> None:
+    """A chunk read ahead that will not be stored."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _sample(team_id: str) -> Contact:
+    """A member with every field, to check that the content renders before it is sent."""
+    return Contact(
+        SAMPLE_CONTACT_ID, team_id, "contact@example.com", "contact@example.com", "Ann", "Lee",
+        False, {}, 0, 0,
+    )  # fmt: skip
+
+
+def _check_renders(request: SendRequest | PosthasteError) -> None:
+    if isinstance(request, PosthasteError):
+        raise ValidationError(f"The broadcast's content does not render: {request.message}")

@@ -1,0 +1,145 @@
+"""A team's broadcasts, and the members of a segment read in contact id order for expansion."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from posthaste.core.broadcasts import (
+    Broadcast,
+    BroadcastContent,
+    BroadcastCounts,
+    BroadcastStatus,
+    Member,
+)
+from posthaste.core.contacts import Contact
+from posthaste.storage.contacts import contact_of
+from posthaste.storage.database import Tx
+from posthaste.storage.keyset import read_page
+from posthaste.storage.tables import BROADCAST_COUNTS, broadcasts, contact_topics, contacts
+from posthaste.storage.tables import segment_members as members
+
+
+def _broadcast(row: Any) -> Broadcast:
+    content = BroadcastContent(
+        segment_id=row.segment_id, from_=row.from_address, name=row.name, subject=row.subject,
+        html=row.html, text=row.text, template=row.template, data=dict(row.data or {}),
+        reply_to=list(row.reply_to or []), stream_id=row.stream_id, topic_id=row.topic_id,
+        preview_text=row.preview_text,
+    )  # fmt: skip
+    counts = BroadcastCounts(*(getattr(row, name) for name in BROADCAST_COUNTS))
+    return Broadcast(
+        id=row.id, team_id=row.team_id, api_key_id=row.api_key_id, content=content,
+        status=BroadcastStatus(row.status), created_at=row.created_at, updated_at=row.updated_at,
+        scheduled_at=row.scheduled_at, sent_at=row.sent_at, resumes_at=row.resumes_at,
+        error=row.error, cursor=row.cursor, counts=counts,
+    )  # fmt: skip
+
+
+def _values(item: Broadcast) -> dict[str, Any]:
+    content = item.content
+    return {
+        "api_key_id": item.api_key_id, "name": content.name, "segment_id": content.segment_id,
+        "topic_id": content.topic_id, "from_address": content.from_, "reply_to": content.reply_to,
+        "subject": content.subject, "html": content.html, "text": content.text,
+        "template": content.template, "data": content.data, "stream_id": content.stream_id,
+        "preview_text": content.preview_text, "status": item.status.value,
+        "scheduled_at": item.scheduled_at, "sent_at": item.sent_at,
+        "resumes_at": item.resumes_at, "error": item.error, "cursor": item.cursor,
+        "updated_at": item.updated_at, **item.counts.as_dict(),
+    }  # fmt: skip
+
+
+async def insert_broadcast(tx: Tx, item: Broadcast) -> None:
+    await tx.conn.execute(
+        broadcasts.insert().values(
+            id=item.id, team_id=item.team_id, created_at=item.created_at, **_values(item)
+        )
+    )
+
+
+async def get_broadcast(
+    tx: Tx, team_id: str, broadcast_id: str, *, for_update: bool = False
+) -> Broadcast | None:
+    """The team's broadcast; ``for_update`` locks its row (PostgreSQL), so that one chunk of
+    its expansion, a cancel or an edit runs at a time."""
+    query = select(broadcasts).where(
+        broadcasts.c.team_id == team_id, broadcasts.c.id == broadcast_id
+    )
+    if for_update:
+        query = query.with_for_update()
+    row = (await tx.conn.execute(query)).first()
+    return _broadcast(row) if row else None
+
+
+async def update_broadcast(tx: Tx, item: Broadcast) -> None:
+    query = (
+        update(broadcasts)
+        .where(broadcasts.c.team_id == item.team_id, broadcasts.c.id == item.id)
+        .values(**_values(item))
+    )
+    await tx.conn.execute(query)
+
+
+async def delete_broadcast(tx: Tx, team_id: str, broadcast_id: str) -> None:
+    query = delete(broadcasts).where(
+        broadcasts.c.team_id == team_id, broadcasts.c.id == broadcast_id
+    )
+    await tx.conn.execute(query)
+
+
+async def stream_broadcasts(tx: Tx, team_id: str) -> AsyncIterator[Broadcast]:
+    """Every broadcast of the team, newest first, in flat memory."""
+    query = (
+        select(broadcasts)
+        .where(broadcasts.c.team_id == team_id)
+        .order_by(broadcasts.c.created_at.desc(), broadcasts.c.id.desc())
+    )
+    result = await tx.conn.stream(query.execution_options(yield_per=500))
+    async for row in result:
+        yield _broadcast(row)
+
+
+async def page_broadcasts(
+    tx: Tx, team_id: str, limit: int, anchor: str | None, *, backwards: bool
+) -> tuple[list[Broadcast], bool] | None:
+    return await read_page(
+        tx, broadcasts, select(broadcasts), _broadcast, team_id=team_id, limit=limit,
+        anchor=anchor, newest_first=True, backwards=backwards,
+    )  # fmt: skip
+
+
+async def members_after(
+    tx: Tx, team_id: str, segment_id: str, topic_id: str | None, after: str | None, limit: int
+) -> list[Member]:
+    """Up to ``limit`` members of the segment whose contact id follows ``after``, in contact id
+    order (the segment's primary key), each with its own choice for ``topic_id``."""
+    choice = contact_topics.c.subscription if topic_id is not None else None
+    columns: list[Any] = [contacts] if choice is None else [contacts, choice]
+    query = (
+        select(*columns)
+        .select_from(members.join(contacts, contacts.c.id == members.c.contact_id))
+        .where(
+            members.c.segment_id == segment_id,
+            members.c.team_id == team_id,
+            contacts.c.team_id == team_id,
+        )
+        .order_by(members.c.contact_id)
+        .limit(limit)
+    )
+    if topic_id is not None:
+        query = query.outerjoin(
+            contact_topics,
+            (contact_topics.c.contact_id == contacts.c.id)
+            & (contact_topics.c.topic_id == topic_id),
+        )
+    if after is not None:
+        query = query.where(members.c.contact_id > after)
+    rows = await tx.conn.execute(query)
+    return [_member(contact_of(row), row, topic_id) for row in rows]
+
+
+def _member(contact: Contact, row: Any, topic_id: str | None) -> Member:
+    return Member(contact, row.subscription if topic_id is not None else None)

@@ -1,0 +1,137 @@
+"""Broadcast content, counting and unsubscribe tokens (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posthaste.core.broadcasts import (
+    BroadcastContent,
+    Member,
+    Skip,
+    parse_broadcast,
+    recipient_data,
+    render_for,
+    skip_reason,
+    tally_chunk,
+)
+from posthaste.core.contacts import Contact
+from posthaste.core.ids import new_id
+from posthaste.core.templates import parse_content
+from posthaste.core.unsubscribe import UnsubscribeLinks, read_token
+from posthaste.errors import DailyQuotaExceeded, RecipientSuppressed, ValidationError
+from tests import records
+
+TEAM, OTHER = new_id(), new_id()
+LINKS = UnsubscribeLinks("k" * 40, "https://mail.example.com/")
+
+
+def contact(**fields: object) -> Contact:
+    values: dict[str, object] = {
+        "id": new_id(), "team_id": TEAM, "email": "ann@example.com", "email_key": "ann@example.com",
+        "first_name": None, "last_name": None, "unsubscribed": False, "properties": {},
+        "created_at": 0, "updated_at": 0,
+    }  # fmt: skip
+    return Contact(**{**values, **fields})  # type: ignore[arg-type]
+
+
+def test_a_token_names_its_contact_and_only_in_its_team() -> None:
+    ann = contact()
+    token = LINKS.token(TEAM, ann.id)
+    assert len(token) == 42 and token == token.lower()
+    read = read_token(token)
+    assert read is not None and read.contact_id == ann.id
+    assert LINKS.genuine(read, TEAM) and not LINKS.genuine(read, OTHER)
+    assert read_token(f"UNSUBSCRIBE+{token.upper()}") == read  # a mailto local part, any case
+    assert not UnsubscribeLinks("x" * 40, "https://a").genuine(read, TEAM)  # another key
+
+
+@given(st.integers(min_value=0, max_value=41), st.sampled_from("abcdefghijklmnopqrstuvwxyz234567"))
+def test_every_altered_token_is_refused(position: int, char: str) -> None:
+    ann = new_id()
+    token = LINKS.token(TEAM, ann)
+    changed = token[:position] + char + token[position + 1 :]
+    read = read_token(changed)
+    if changed == token:
+        assert read is not None and LINKS.genuine(read, TEAM)
+    else:
+        assert read is None or not LINKS.genuine(read, TEAM)
+
+
+def test_headers_carry_the_link_and_the_mailto_address() -> None:
+    token = LINKS.token(TEAM, new_id())
+    headers = LINKS.headers(token, "Acme.TEST")
+    assert headers == {
+        "List-Unsubscribe": f"<https://mail.example.com/unsubscribe/{token}>, "
+        f"<mailto:unsubscribe+{token}@send.acme.test>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+    assert len(f"unsubscribe+{token}") <= 64  # RFC 5321's local part
+
+
+def test_contact_fields_render_and_missing_ones_render_empty() -> None:
+    parsed = parse_content(
+        "Hi {{contact.first_name}} {{contact.properties.city}}",
+        "<p>{{contact.properties.plan}} &amp; {{ offer }}</p>",
+        "{{contact.email}} {{unsubscribe_url}}",
+    )
+    ann = contact(first_name="Ann", properties={"plan": "<pro>"})
+    variables = recipient_data({"offer": "10%"}, ann, "https://u/1")
+    rendered = render_for(parsed, {}, variables, "Preview <3")
+    assert rendered.subject == "Hi Ann "  # no city: empty
+    assert rendered.html is not None and rendered.html.endswith("<p>&lt;pro&gt; &amp; 10%</p>")
+    assert rendered.html.startswith('<div style="display:none') and "Preview &lt;3" in rendered.html
+    assert rendered.text == "ann@example.com https://u/1"
+    with pytest.raises(ValidationError, match="offer"):
+        render_for(parsed, {}, recipient_data({}, ann, "u"), None)
+
+
+def test_a_contact_value_never_breaks_the_subject_line() -> None:
+    parsed = parse_content("Plan: {{contact.properties.plan}}", None, "{{contact.properties.plan}}")
+    eve = contact(properties={"plan": "free\r\nBcc: x@example.com\u2028"})
+    rendered = render_for(parsed, {}, recipient_data({}, eve, "u"), None)
+    assert rendered.subject == "Plan: free Bcc: x@example.com"
+    assert rendered.text == "free\r\nBcc: x@example.com\u2028"
+
+
+def test_skips_and_the_tally() -> None:
+    plain, gone, chose_out, chose_in = (
+        Member(contact()), Member(contact(unsubscribed=True)), Member(contact(), "opt_out"),
+        Member(contact(), "opt_in"),
+    )  # fmt: skip
+    assert skip_reason(gone, None) is Skip.UNSUBSCRIBED
+    assert skip_reason(chose_out, "opt_in") is Skip.TOPIC
+    assert skip_reason(plain, "opt_out") is Skip.TOPIC and skip_reason(plain, "opt_in") is None
+    assert skip_reason(chose_in, "opt_out") is None and skip_reason(plain, None) is None
+    email = records.emails()[0]
+    plan = [(plain, None), (gone, Skip.UNSUBSCRIBED), (chose_in, None), (chose_out, Skip.TOPIC)]
+    tally = tally_chunk(plan, [email, RecipientSuppressed("listed")])
+    assert tally.cursor == chose_out.contact.id and tally.quota is None
+    assert tally.counts.as_dict() == {
+        "recipients": 4, "sent": 1, "skipped_unsubscribed": 1, "skipped_suppressed": 1,
+        "skipped_topic": 1, "failed": 0,
+    }  # fmt: skip
+    quota = DailyQuotaExceeded("used up", retry_after=1, limit=1, reset=1)
+    stopped = tally_chunk(plan, [email, quota])
+    assert stopped.quota is quota and stopped.cursor == gone.contact.id
+    assert (stopped.counts.recipients, stopped.counts.sent) == (2, 1)
+
+
+def test_resend_names_and_patch_merging() -> None:
+    segment = new_id()
+    created = parse_broadcast(
+        {"audience_id": segment, "from": "News <n@acme.test>", "template": {"id": "t",
+         "variables": {"a": 1}}}, 0,
+    )  # fmt: skip
+    assert created == BroadcastContent(
+        segment_id=segment, from_="News <n@acme.test>", template="t", data={"a": 1}
+    )
+    patched = parse_broadcast(
+        {"subject": "S", "topic_id": None, "reply_to": "r@x.test"}, 0, created
+    )
+    assert (patched.subject, patched.template, patched.reply_to) == ("S", "t", ["r@x.test"])
+    with pytest.raises(ValidationError, match="segment_id"):
+        parse_broadcast({"from": "n@acme.test"}, 0)
+    with pytest.raises(ValidationError, match="topic_id"):
+        parse_broadcast({"topic_id": "x"}, 0, created)
