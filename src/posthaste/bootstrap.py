@@ -20,6 +20,8 @@ from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.automation_steps import StepRunner
+from posthaste.services.automations import AutomationService
 from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
@@ -69,6 +71,8 @@ class Services:
     contacts: ContactService
     segments: SegmentService
     topics: TopicService
+    automations: AutomationService
+    automation_steps: StepRunner
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -133,18 +137,19 @@ def build_services(
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
+    sending = SendingService(
+        db,
+        content or TemplateContent(parsed_templates),
+        senders or DomainSenders(db, settings.default_region),
+        idempotency,
+    )
     return Services(
         settings=settings,
         db=db,
         transports=transports,
         teams=TeamService(db, api_keys),
         api_keys=api_keys,
-        sending=SendingService(
-            db,
-            content or TemplateContent(parsed_templates),
-            senders or DomainSenders(db, settings.default_region),
-            idempotency,
-        ),
+        sending=sending,
         emails=EmailQueries(db, AttachmentLinks(settings.secret_key, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
@@ -171,6 +176,8 @@ def build_services(
         contacts=ContactService(db),
         segments=SegmentService(db),
         topics=TopicService(db),
+        automations=AutomationService(db),
+        automation_steps=StepRunner(db, sending),
     )
 
 

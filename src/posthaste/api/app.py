@@ -12,7 +12,9 @@ from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
     attempts,
+    automations,
     contacts,
+    custom_events,
     domains,
     emails,
     event_stream,
@@ -56,6 +58,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(contacts.router)
     app.include_router(segments.router)
     app.include_router(topics.router)
+    app.include_router(automations.router)
+    app.include_router(custom_events.router)
     app.include_router(event_stream.router)
     install_openapi(app)
     install_docs(app)

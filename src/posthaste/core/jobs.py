@@ -14,3 +14,6 @@ class JobKind(StrEnum):
 
     DELIVER_EMAIL = "deliver_email"  # send an accepted email (workers/delivery.py)
     CHECK_DOMAIN = "check_domain"  # re-check a sending domain's DNS (workers/domain_checks.py)
+    AUTOMATION_STEP = (
+        "automation_step"  # run the next step of an automation run (workers/automations.py)
+    )

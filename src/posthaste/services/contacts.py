@@ -14,6 +14,7 @@ from posthaste.core.models import Event, Principal
 from posthaste.core.serialize import contact_record
 from posthaste.core.topics import TopicChoice
 from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.services.automation_runs import start_for_contacts
 from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import segments as segments_repo
@@ -81,6 +82,7 @@ class ContactService:
             await segments_repo.add_members(tx, principal.team_id, contact.id, new.segment_ids, now)
             await topics_repo.set_choices(tx, principal.team_id, contact.id, new.topics, now)
             await record_contact_event(tx, contact, EventType.CONTACT_CREATED, now)
+            await start_for_contacts(tx, principal.team_id, [contact], now)
         return contact
 
     async def _check_segments(self, tx: Tx, team_id: str, segment_ids: Collection[str]) -> None:

@@ -181,11 +181,25 @@ class SendingService:
         writes_more = any(call.writes_besides_emails() for call in calls)
         unit = self.db.transaction() if writes_more else self.db.autocommit()
         async with unit as tx:
-            items = [await self._checked(tx, item, now) for item in items]
-            items = await _unsuppressed(tx, items)
-            items = await _within_quota(tx, items, now)
-            await _stored(tx, items, now)
+            items = await self._through_steps(tx, items, now)
         return [[item.outcome() for item in group] for group in _by_call(items, calls)]
+
+    async def accept_within(
+        self, tx: Tx, sender: Sender, origin: Origin, request: SendRequest
+    ) -> Email:
+        """Accept one email inside the caller's transaction, or raise the first failing
+        check's error: an automation's step stores its email together with its own progress,
+        so that either both happen or neither does (a step never mails twice)."""
+        items = await self._through_steps(tx, _parsed(_Call(sender, origin, [request])), now_ms())
+        return _single([item.outcome() for item in items])
+
+    async def _through_steps(self, tx: Tx, items: list[_Item], now: int) -> list[_Item]:
+        """Steps 2-5 in one unit of work."""
+        items = [await self._checked(tx, item, now) for item in items]
+        items = await _unsuppressed(tx, items)
+        items = await _within_quota(tx, items, now)
+        await _stored(tx, items, now)
+        return items
 
     async def _checked(self, tx: Tx, item: _Item, now: int) -> _Item:
         """Step 2: stream, template and domain; a passing item gets its email."""

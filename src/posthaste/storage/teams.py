@@ -62,3 +62,8 @@ async def update_team_limits(
         values["daily_quota"] = daily_quota
     if values:
         await tx.conn.execute(update(teams).where(teams.c.id == team_id).values(**values))
+
+
+async def get_team(tx: Tx, team_id: str) -> Team | None:
+    row = (await tx.conn.execute(select(teams).where(teams.c.id == team_id))).first()
+    return _team(row) if row else None

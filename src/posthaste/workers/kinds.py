@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from posthaste.core.jobs import JobKind
-from posthaste.workers import delivery, domain_checks
+from posthaste.workers import automations, delivery, domain_checks
 from posthaste.workers.runner import BatchHandler, Handler
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
     {
         JobKind.DELIVER_EMAIL: Batched(delivery.deliver_emails),
         JobKind.CHECK_DOMAIN: OneByOne(domain_checks.check_domain),
+        JobKind.AUTOMATION_STEP: OneByOne(automations.run_automation_step),
     }
 )
 
