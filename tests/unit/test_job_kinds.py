@@ -13,8 +13,9 @@ def test_every_job_kind_has_an_entry_in_the_table() -> None:
 def test_deliveries_run_batched_and_domain_checks_one_by_one() -> None:
     assert isinstance(JOB_KINDS[JobKind.DELIVER_EMAIL], Batched)
     assert isinstance(JOB_KINDS[JobKind.CHECK_DOMAIN], OneByOne)
+    assert isinstance(JOB_KINDS[JobKind.AUTOMATION_STEP], OneByOne)
 
 
 def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
     # Rows already queued carry these names: renaming a member must not change its value.
-    assert {kind.value for kind in JobKind} == {"deliver_email", "check_domain"}
+    assert {kind.value for kind in JobKind} == {"deliver_email", "check_domain", "automation_step"}
