@@ -176,7 +176,7 @@ def broken(segment_id: str) -> list[tuple[str, dict[str, Any]]]:
             "'field'",
             with_steps(step("welcome", "condition", field="plan", operator="eq", value="x")),
         ),
-        ("'timeout'", with_steps(step("wait", "wait_for_event", event="paid"))),
+        ("'timeout'", with_steps(step("wait", "wait_for_event", event="paid", timeout="soon"))),
         ("reserved", with_steps(step("wait", "wait_for_event", event="email.sent", timeout="1d"))),
         (
             "already has a 'default'",

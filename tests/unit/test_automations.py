@@ -105,13 +105,50 @@ def test_a_step_cut_off_is_named_as_unreachable(order: list[int], cut: int) -> N
         ("event.order.total", "gt", 99.5, True),
         ("event.when", "lt", "2027-01-01", True),
         ("event.order.total", "lt", "abc", True),  # no number: compared as text
+        ("contact.properties.seats", "gte", 25, True),
+        ("contact.properties.seats", "lte", 24, False),
+        ("contact.email", "starts_with", "ann@", True),
+        ("contact.email", "ends_with", ".org", False),
+        ("contact.last_name", "is_empty", None, True),
+        ("event.tags", "is_empty", None, False),
     ],
 )
 def test_conditions(field: str, operator: str, value: Any, expected: bool) -> None:
-    config = {"field": field, "operator": operator, "value": value}
+    config = {"field": field, "operator": operator}
+    if value is not None:
+        config["value"] = value
     who = contact(first_name="Ann", properties={"plan": "pro", "seats": 25})
     event = {"tags": ["vip", "beta"], "order": {"total": 120}, "when": "2026-11-26"}
     assert condition_met(config, who, event) is expected
+
+
+def test_and_or_rules_combine() -> None:
+    who = contact(properties={"plan": "pro", "seats": 3})
+    pro = {"type": "rule", "field": "contact.properties.plan", "operator": "eq", "value": "pro"}
+    big = {"field": "contact.properties.seats", "operator": "gt", "value": 10}
+    assert condition_met({"type": "or", "rules": [pro, big]}, who, {}) is True
+    assert condition_met({"type": "and", "rules": [pro, big]}, who, {}) is False
+
+
+def test_resend_config_names_are_read() -> None:
+    graph = parse_graph(
+        [
+            {"key": "t", "type": "trigger", "config": {"event_name": "signed.up"}},
+            {"key": "w", "type": "wait_for_event", "config": {"event_name": "paid"}},
+            {
+                "key": "m",
+                "type": "send_email",
+                "config": {
+                    "from": "a@acme.test",
+                    "template": {"id": "welcome", "variables": {"x": 1}},
+                },
+            },
+        ],
+        [{"from": "t", "to": "w"}, {"from": "w", "to": "m", "type": "event_received"}],
+    )
+    assert graph.trigger_event == "signed.up"
+    assert graph.steps[1].config == {"event": "paid", "timeout": "365d"}
+    assert graph.steps[2].config == {"from": "a@acme.test", "template": "welcome", "data": {"x": 1}}
 
 
 def test_message_data_keeps_fallbacks_for_templates_and_empties_inline_fields() -> None:

@@ -1,14 +1,17 @@
 """Each automation step type's ``config``, checked at create and update (pure, no I/O).
 
-- ``trigger``: ``{event}``: ``contact.created`` or a custom event name.
-- ``send_email``: ``{from, template, subject?, data?, reply_to?, tags?}`` or
-  ``{from, subject, html and/or text, data?, reply_to?, tags?}``; the recipient is the run's
-  contact. Checked as a send request would be.
+- ``trigger``: ``{event}`` (Resend's ``event_name`` too): ``contact.created`` or a custom
+  event name.
+- ``send_email``: ``{from, template, subject?, data?, reply_to?, tags?}`` (``template`` may be
+  Resend's ``{id, variables}``) or ``{from, subject, html and/or text, data?, reply_to?, tags?}``;
+  the recipient is the run's contact. Checked as a send request would be.
 - ``delay``: ``{duration}``: ``90s``, ``2h``, ``3d`` ... (more than 0, at most 365 days).
-- ``wait_for_event``: ``{event, timeout}``: a custom event name and a duration as for ``delay``.
-- ``condition``: ``{field, operator, value}``: ``field`` is ``contact.<field>``,
-  ``contact.properties.<key>`` or ``event.<path>``; ``operator`` one of eq, neq, gt, lt,
-  contains, exists (``value`` is not needed for exists).
+- ``wait_for_event``: ``{event, timeout?}`` (``event_name`` too): a custom event name and a
+  duration as for ``delay`` (365 days when not given).
+- ``condition``: a rule ``{field, operator, value}`` or ``{type: "and"|"or", rules: [...]}``:
+  ``field`` is ``contact.<field>``, ``contact.properties.<key>`` or ``event.<path>``; ``operator``
+  one of eq, neq, gt, gte, lt, lte, contains, starts_with, ends_with, exists, is_empty (the last
+  two take no ``value``).
 - ``contact_update``: ``{first_name?, last_name?, unsubscribed?, properties?}`` as ``PATCH
   /contacts`` takes them.
 - ``contact_delete``: ``{}``.
@@ -30,7 +33,13 @@ from posthaste.errors import ValidationError
 
 CONTACT_CREATED = "contact.created"
 MAX_WAIT_SECONDS = 365 * 86_400
-OPERATORS = ("eq", "neq", "gt", "lt", "contains", "exists")
+OPERATORS = (
+    "eq", "neq", "gt", "gte", "lt", "lte", "contains", "starts_with", "ends_with", "exists",
+    "is_empty",
+)  # fmt: skip
+VALUELESS = ("exists", "is_empty")
+MAX_RULES = 20
+DEFAULT_TIMEOUT = "365d"
 CONTACT_FIELDS = ("id", "email", "first_name", "last_name", "unsubscribed")
 _EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 # Our own event families: a custom event may not take their names.
@@ -79,8 +88,13 @@ def duration_seconds(value: object, name: str) -> float:
     return seconds
 
 
+def _event_of(config: Mapping[str, Any]) -> object:
+    """``event``, or Resend's ``event_name``."""
+    return config.get("event", config.get("event_name"))
+
+
 def _trigger(config: Mapping[str, Any]) -> Config:
-    event = config.get("event")
+    event = _event_of(config)
     if event != CONTACT_CREATED:
         event = parse_event_name(event)
     return {"event": event}
@@ -88,10 +102,22 @@ def _trigger(config: Mapping[str, Any]) -> Config:
 
 def _send_email(config: Mapping[str, Any]) -> Config:
     given = {k: config[k] for k in _SEND_FIELDS if config.get(k) is not None}
-    if "data" in given and not isinstance(given["data"], dict):
-        raise ValidationError(f"'data' must be an object, got {json_type(given['data'])}.")
+    template = given.get("template")
+    if isinstance(template, dict):  # Resend's {id, variables}
+        given["template"] = template.get("id")
+        variables = template.get("variables")
+        if variables is not None:
+            given["data"] = {**_object(variables, "template.variables"), **given.get("data", {})}
+    if "data" in given:
+        _object(given["data"], "data")
     parse_send_request({**given, "to": STAND_IN_RECIPIENT}, 0)
     return given
+
+
+def _object(value: object, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name!r} must be an object, got {json_type(value)}.")
+    return value
 
 
 def _delay(config: Mapping[str, Any]) -> Config:
@@ -100,11 +126,32 @@ def _delay(config: Mapping[str, Any]) -> Config:
 
 
 def _wait_for_event(config: Mapping[str, Any]) -> Config:
-    duration_seconds(config.get("timeout"), "timeout")
-    return {"event": parse_event_name(config.get("event")), "timeout": config["timeout"]}
+    if config.get("filter_rule") is not None:
+        raise ValidationError("'filter_rule' is not supported; follow the wait with a condition.")
+    timeout = config.get("timeout", DEFAULT_TIMEOUT)
+    duration_seconds(timeout, "timeout")
+    return {"event": parse_event_name(_event_of(config)), "timeout": timeout}
 
 
-def _condition(config: Mapping[str, Any]) -> Config:
+def _condition(config: Mapping[str, Any], depth: int = 0) -> Config:
+    kind = config.get("type", "rule")
+    if kind in ("and", "or"):
+        rules = config.get("rules")
+        if not isinstance(rules, list) or not rules or len(rules) > MAX_RULES or depth > 2:
+            raise ValidationError(
+                f"'rules' of an {kind!r} condition must be 1-{MAX_RULES} rules, nested at most "
+                "3 deep."
+            )
+        return {
+            "type": kind,
+            "rules": [_condition(_object(r, "rules[]"), depth + 1) for r in rules],
+        }
+    if kind != "rule":
+        raise ValidationError("A condition's 'type' must be 'rule', 'and' or 'or'.")
+    return _rule(config)
+
+
+def _rule(config: Mapping[str, Any]) -> Config:
     field = config.get("field")
     if not isinstance(field, str) or not _known_field(field):
         raise ValidationError(
@@ -115,7 +162,7 @@ def _condition(config: Mapping[str, Any]) -> Config:
     if operator not in OPERATORS:
         raise ValidationError(f"'operator' must be one of: {', '.join(OPERATORS)}.")
     checked: Config = {"field": field, "operator": operator}
-    if operator != "exists":
+    if operator not in VALUELESS:
         value = config.get("value")
         if isinstance(value, (dict, list)) or value is None:
             raise ValidationError(

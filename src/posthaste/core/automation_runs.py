@@ -10,7 +10,8 @@ clears it (and the step takes ``event_received``), its timeout takes ``timeout``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -124,23 +125,32 @@ def message_data(
 
 def condition_met(config: Mapping[str, Any], contact: Contact, event: Mapping[str, Any]) -> bool:
     """A ``condition`` step's outcome over the contact's fields and the event's payload."""
-    context = {"contact": contact_fields(contact), "event": event}
-    actual = _value_at(context, config["field"])
-    operator = config["operator"]
-    if operator == "exists":
-        return actual is not None
-    expected = config["value"]
-    if operator == "neq":
+    return _holds(config, {"contact": contact_fields(contact), "event": event})
+
+
+def _holds(rule: Mapping[str, Any], context: Mapping[str, Any]) -> bool:
+    kind = rule.get("type", "rule")
+    if kind == "and":
+        return all(_holds(r, context) for r in rule["rules"])
+    if kind == "or":
+        return any(_holds(r, context) for r in rule["rules"])
+    actual = _value_at(context, rule["field"])
+    name = rule["operator"]
+    if name in ("exists", "is_empty"):
+        present = actual is not None and actual != "" and actual != []
+        return present if name == "exists" else not present
+    expected = rule["value"]
+    if name == "neq":
         return not _equal(actual, expected)
     if actual is None:
         return False
-    if operator == "eq":
-        return _equal(actual, expected)
-    if operator == "contains":
-        if isinstance(actual, list):
-            return any(_equal(item, expected) for item in actual)
-        return _text(expected) in _text(actual)
-    return _ordered(actual, expected, operator == "gt")
+    return _COMPARE[name](actual, expected)
+
+
+def _contains(actual: Any, expected: Any) -> bool:
+    if isinstance(actual, list):
+        return any(_equal(item, expected) for item in actual)
+    return _text(expected) in _text(actual)
 
 
 def _value_at(context: Mapping[str, Any], path: str) -> Any:
@@ -181,13 +191,24 @@ def _equal(actual: Any, expected: Any) -> bool:
     return _text(actual) == _text(expected)
 
 
-def _ordered(actual: Any, expected: Any, greater: bool) -> bool:
+def _ordered(actual: Any, expected: Any) -> tuple[Any, Any]:
     """Numbers compare as numbers (``"42"`` is 42); anything else as text (ISO dates sort)."""
     left, right = _number(actual), _number(expected)
     if left is not None and right is not None:
-        return left > right if greater else left < right
-    a, b = _text(actual), _text(expected)
-    return a > b if greater else a < b
+        return left, right
+    return _text(actual), _text(expected)
+
+
+_COMPARE: Mapping[str, Callable[[Any, Any], bool]] = {
+    "eq": _equal,
+    "gt": lambda a, b: operator.gt(*_ordered(a, b)),
+    "gte": lambda a, b: operator.ge(*_ordered(a, b)),
+    "lt": lambda a, b: operator.lt(*_ordered(a, b)),
+    "lte": lambda a, b: operator.le(*_ordered(a, b)),
+    "contains": _contains,
+    "starts_with": lambda a, b: _text(a).startswith(_text(b)),
+    "ends_with": lambda a, b: _text(a).endswith(_text(b)),
+}
 
 
 @dataclass(frozen=True)
