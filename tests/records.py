@@ -6,6 +6,8 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.automation_runs import Automation, Run, RunStatus, RunStep, StepStatus
+from posthaste.core.automations import AutomationStatus, parse_graph
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
@@ -292,3 +294,39 @@ def topics() -> list[Topic]:
 def contact_topics() -> list[ContactTopic]:
     news, offers = topics()
     return [ContactTopic(news, "opt_out"), ContactTopic(offers, "opt_out")]
+
+
+def automations() -> list[Automation]:
+    graph = parse_graph(
+        [
+            {"key": "start", "type": "trigger", "config": {"event": "contact.created"}},
+            {"key": "pause", "type": "delay", "config": {"duration": "2h"}},
+            {
+                "key": "mail",
+                "type": "send_email",
+                "config": {"from": "hi@acme.test", "template": "welcome", "data": {"n": 1}},
+            },
+        ],
+        [{"from": "start", "to": "pause"}, {"from": "pause", "to": "mail"}],
+    )
+    return [
+        Automation(new_id(), TEAM, "Welcome", AutomationStatus.ENABLED, KeyMode.LIVE, new_id(),
+                   graph, T0, T0 + 5),
+    ]  # fmt: skip
+
+
+def automation_runs() -> list[Run]:
+    run_id = new_id()
+    steps = (
+        RunStep(run_id, "start", "trigger", StepStatus.COMPLETED, T0, T0),
+        RunStep(run_id, "mail", "send_email", StepStatus.COMPLETED, T0, T0 + 9,
+                {"email_id": new_id()}),
+        RunStep(run_id, "tag", "add_to_segment", StepStatus.FAILED, T0 + 9, T0 + 9, None,
+                "The segment was deleted."),
+    )  # fmt: skip
+    return [
+        Run(run_id, TEAM, new_id(), new_id(), new_id(), RunStatus.FAILED, None, {}, None, T0,
+            T0 + 9, steps),
+        Run(new_id(), TEAM, new_id(), new_id(), new_id(), RunStatus.RUNNING, "pause", {"a": 1},
+            None, T0),
+    ]  # fmt: skip
