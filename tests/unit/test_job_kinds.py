@@ -10,10 +10,10 @@ def test_every_job_kind_has_an_entry_in_the_table() -> None:
     assert set(JOB_KINDS) == set(JobKind)
 
 
-def test_deliveries_run_batched_and_domain_checks_one_by_one() -> None:
+def test_deliveries_and_automation_steps_run_batched_and_domain_checks_one_by_one() -> None:
     assert isinstance(JOB_KINDS[JobKind.DELIVER_EMAIL], Batched)
     assert isinstance(JOB_KINDS[JobKind.CHECK_DOMAIN], OneByOne)
-    assert isinstance(JOB_KINDS[JobKind.AUTOMATION_STEP], OneByOne)
+    assert isinstance(JOB_KINDS[JobKind.AUTOMATION_STEP], Batched)
 
 
 def test_job_kinds_are_the_names_stored_in_the_queue() -> None:

@@ -1,10 +1,11 @@
-"""The ``automation_step`` job: execute a run's current step, one transaction per step.
+"""The ``automation_step`` job: execute a run's current step.
 
 The run's row is locked, the step's effect (an email accepted, a contact changed, a membership
 added), the step's row, the run's progress and the job's next due time (or its end) are written
-in that one transaction, fenced by the job's claim: if the worker dies before the commit,
-nothing of the step happened and the job is claimed again after its lease; once it committed,
-the step is done and is never executed again. So a ``send_email`` step mails at most once.
+in one transaction, fenced by the job's claim: if the worker dies before the commit, nothing of
+the step happened and the job is claimed again after its lease; once it committed, the step is
+done and is never executed again. So a ``send_email`` step mails at most once. The steps a
+worker claims together share that transaction (one commit), each in its own savepoint.
 
 ``delay`` and ``wait_for_event`` are due times: the step's row is written ``running`` and the
 job is put back, due when the delay ends (or the wait times out); an awaited event moves the job
@@ -13,11 +14,12 @@ to now. An automation that is disabled (or deleted) cancels its runs at their ne
 
 from __future__ import annotations
 
+import logging
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
 from posthaste.core.automation_runs import (
-    Automation,
     Run,
     RunStatus,
     RunStep,
@@ -26,11 +28,11 @@ from posthaste.core.automation_runs import (
     due_after,
     message_data,
 )
-from posthaste.core.automations import AutomationStatus, ConnectionType, Graph, Step, StepType
+from posthaste.core.automations import ConnectionType, Graph, Step, StepType
 from posthaste.core.contacts import Contact, parse_contact_changes
 from posthaste.core.events import EventType
 from posthaste.core.ids import now_ms
-from posthaste.core.models import Job, Origin, Sender
+from posthaste.core.models import Job, KeyMode, Origin, Sender
 from posthaste.core.send_request import parse_send_request
 from posthaste.errors import PosthasteError, RecipientSuppressed
 from posthaste.services.automation_runs import end_run
@@ -42,6 +44,8 @@ from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import segments as segments_repo
 from posthaste.storage import teams as teams_repo
 from posthaste.storage.database import Database, Tx
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -71,7 +75,7 @@ class _Context:
 
     tx: Tx
     sending: SendingService
-    automation: Automation
+    mode: KeyMode  # the automation's
     run: Run
     step: Step
     row: RunStep
@@ -87,37 +91,58 @@ class _Context:
 
 
 class StepRunner:
-    def __init__(self, db: Database, sending: SendingService) -> None:
+    def __init__(self, db: Database, sending: SendingService, graphs: int = 256) -> None:
         self.db = db
         self.sending = sending
+        self._graphs: OrderedDict[str, Graph] = OrderedDict()  # a version never changes
+        self._graph_room = graphs
 
-    async def run_step(self, job: Job) -> None:
-        """The ``automation_step`` job: the run's current step, in one transaction."""
-        assert job.team_id is not None
+    async def run_steps(self, jobs: list[Job]) -> None:
+        """The claimed ``automation_step`` jobs: each run's current step, all in one
+        transaction (one commit for the lot), each step in its own savepoint, so a step that
+        raises undoes only itself and its job comes back when its lease runs out."""
         async with self.db.transaction() as tx:
-            now = now_ms()
-            run = await repo.get_run(tx, job.team_id, job.ref, lock=True)
-            if run is None or run.status is not RunStatus.RUNNING:
-                return await _finish(tx, job)  # cancelled, or its automation deleted
-            automation = await repo.get_automation(tx, run.team_id, run.automation_id)
-            if automation is None or automation.status is AutomationStatus.DISABLED:
-                await end_run(tx, run, RunStatus.CANCELLED, now)
-                return await _finish(tx, job)
-            graph = await repo.graph_of_version(tx, run.version_id)
-            assert graph is not None
-            await self._advance(tx, job, automation, run, graph, now)
+            for job in jobs:
+                try:
+                    async with tx.conn.begin_nested():
+                        await self._run_step(tx, job)
+                except Exception:
+                    log.exception("automation step job %s (run %s) failed", job.id, job.ref)
+
+    async def _run_step(self, tx: Tx, job: Job) -> None:
+        assert job.team_id is not None
+        now = now_ms()
+        run = await repo.get_run(tx, job.team_id, job.ref, lock=True)
+        if run is None or run.status is not RunStatus.RUNNING:
+            return await _finish(tx, job)  # cancelled, or its automation deleted
+        mode = await repo.enabled_mode(tx, run.team_id, run.automation_id)
+        if mode is None:  # disabled (or deleted meanwhile)
+            await end_run(tx, run, RunStatus.CANCELLED, now)
+            return await _finish(tx, job)
+        graph = await self._graph(tx, run.version_id)
+        await self._advance(tx, job, mode, run, graph, now)
+
+    async def _graph(self, tx: Tx, version_id: str) -> Graph:
+        found = self._graphs.get(version_id)
+        if found is None:
+            found = await repo.graph_of_version(tx, version_id)
+            assert found is not None
+            self._graphs[version_id] = found
+            if len(self._graphs) > self._graph_room:
+                self._graphs.popitem(last=False)
+        return found
 
     async def _advance(
-        self, tx: Tx, job: Job, automation: Automation, run: Run, graph: Graph, now: int
+        self, tx: Tx, job: Job, mode: KeyMode, run: Run, graph: Graph, now: int
     ) -> None:
         step = None if run.current_step is None else graph.step(run.current_step)
-        if step is None:
+        if step is None:  # a graph of a trigger alone
             await end_run(tx, run, RunStatus.COMPLETED, now)
             return await _finish(tx, job)
         row = run.step(step.key) or RunStep(
             run.id, step.key, step.type.value, StepStatus.RUNNING, now
         )
-        outcome = await _execute(_Context(tx, self.sending, automation, run, step, row, now))
+        outcome = await _execute(_Context(tx, self.sending, mode, run, step, row, now))
         if outcome.wait_until is not None:
             await repo.save_step(tx, run.team_id, row)
             await repo.update_run(tx, _waiting(run, step))
@@ -131,6 +156,9 @@ class StepRunner:
             await end_run(tx, run, RunStatus.FAILED, now, outcome.error)
             return await _finish(tx, job)
         following = graph.after(step.key, outcome.branch)
+        if following is None:  # the last step: the run ends with it, no job more
+            await end_run(tx, run, RunStatus.COMPLETED, now)
+            return await _finish(tx, job)
         await repo.update_run(tx, replace(run, current_step=following, waiting_for=None))
         await _retry(tx, job, now)
 
@@ -172,7 +200,7 @@ async def _send_email(context: _Context) -> Outcome:
     )
     team = await teams_repo.get_team(context.tx, context.run.team_id)
     assert team is not None
-    sender = Sender(team, system_mode=context.automation.mode)
+    sender = Sender(team, system_mode=context.mode)
     try:
         request = parse_send_request({**config, "to": contact.email, "data": data}, context.now)
         email = await context.sending.accept_within(context.tx, sender, Origin.AUTOMATION, request)

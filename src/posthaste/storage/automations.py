@@ -85,6 +85,17 @@ async def get_automation(
     return _automation(row) if row else None
 
 
+async def enabled_mode(tx: Tx, team_id: str, automation_id: str) -> KeyMode | None:
+    """The mode an enabled automation sends in; None when it is disabled or deleted."""
+    query = select(automations.c.mode).where(
+        automations.c.team_id == team_id,
+        automations.c.id == automation_id,
+        automations.c.status == AutomationStatus.ENABLED.value,
+    )
+    mode = (await tx.conn.execute(query)).scalar()
+    return None if mode is None else KeyMode(mode)
+
+
 async def update_automation(tx: Tx, automation: Automation) -> None:
     query = (
         update(automations)

@@ -38,7 +38,7 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
     {
         JobKind.DELIVER_EMAIL: Batched(delivery.deliver_emails),
         JobKind.CHECK_DOMAIN: OneByOne(domain_checks.check_domain),
-        JobKind.AUTOMATION_STEP: OneByOne(automations.run_automation_step),
+        JobKind.AUTOMATION_STEP: Batched(automations.run_automation_steps),
     }
 )
 
