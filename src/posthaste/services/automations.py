@@ -222,12 +222,13 @@ async def _existing_run(
 
 async def _event_contact(tx: Tx, principal: Principal, event: CustomEvent, now: int) -> Contact:
     """The contact the event is for; an address that is none yet becomes a contact (with
-    ``contact.created``, which starts its automations too)."""
+    ``contact.created``, which starts its automations too). Not locked: a step changing the
+    contact locks its run first, and the runs are locked next (one order, no deadlock)."""
     if event.address is None:
         assert event.contact_id is not None
-        return await existing_contact(tx, principal, event.contact_id, for_update=True)
+        return await existing_contact(tx, principal, event.contact_id)
     found = await contacts_repo.get_contact(
-        tx, principal.team_id, "email", event.address.lookup_key, for_update=True
+        tx, principal.team_id, "email", event.address.lookup_key
     )
     if found is not None:
         return found
@@ -237,7 +238,7 @@ async def _event_contact(tx: Tx, principal: Principal, event: CustomEvent, now: 
         now, now,
     )  # fmt: skip
     if not await contacts_repo.insert_contact(tx, contact):
-        return await existing_contact(tx, principal, event.address.address, for_update=True)
+        return await existing_contact(tx, principal, event.address.address)
     await record_contact_event(tx, contact, EventType.CONTACT_CREATED, now)
     await start_for_contacts(tx, principal.team_id, [contact], now)
     return contact
