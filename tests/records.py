@@ -6,6 +6,8 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.automation_runs import Automation, Run, RunStatus, RunStep, StepStatus
+from posthaste.core.automations import AutomationStatus, parse_graph
 from posthaste.core.broadcasts import Broadcast, BroadcastContent, BroadcastCounts, BroadcastStatus
 from posthaste.core.contact_imports import ContactImport, ImportStatus, LineError, OnConflict
 from posthaste.core.contacts import Contact
@@ -371,3 +373,39 @@ def broadcasts() -> list[Broadcast]:
         ),
         Broadcast(new_id(), TEAM, None, full, BroadcastStatus.SENT, T0, T0, sent_at=T0 + 20),
     ]
+
+
+def automations() -> list[Automation]:
+    graph = parse_graph(
+        [
+            {"key": "start", "type": "trigger", "config": {"event": "contact.created"}},
+            {"key": "pause", "type": "delay", "config": {"duration": "2h"}},
+            {
+                "key": "mail",
+                "type": "send_email",
+                "config": {"from": "hi@acme.test", "template": "welcome", "data": {"n": 1}},
+            },
+        ],
+        [{"from": "start", "to": "pause"}, {"from": "pause", "to": "mail"}],
+    )
+    return [
+        Automation(new_id(), TEAM, "Welcome", AutomationStatus.ENABLED, KeyMode.LIVE, new_id(),
+                   graph, T0, T0 + 5),
+    ]  # fmt: skip
+
+
+def automation_runs() -> list[Run]:
+    run_id = new_id()
+    steps = (
+        RunStep(run_id, "start", "trigger", StepStatus.COMPLETED, T0, T0),
+        RunStep(run_id, "mail", "send_email", StepStatus.COMPLETED, T0, T0 + 9,
+                {"email_id": new_id()}),
+        RunStep(run_id, "tag", "add_to_segment", StepStatus.FAILED, T0 + 9, T0 + 9, None,
+                "The segment was deleted."),
+    )  # fmt: skip
+    return [
+        Run(run_id, TEAM, new_id(), new_id(), new_id(), RunStatus.FAILED, None, {}, None, T0,
+            T0 + 9, steps),
+        Run(new_id(), TEAM, new_id(), new_id(), new_id(), RunStatus.RUNNING, "pause", {"a": 1},
+            None, T0),
+    ]  # fmt: skip

@@ -26,6 +26,8 @@ from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
 from posthaste.services.api_keys import ApiKeyService
 from posthaste.services.attempts import AttemptQueries
+from posthaste.services.automation_steps import StepRunner
+from posthaste.services.automations import AutomationService
 from posthaste.services.broadcasts import BroadcastService
 from posthaste.services.contact_imports import ContactImportService
 from posthaste.services.contacts import ContactService
@@ -84,6 +86,8 @@ class Services:
     received: ReceivedQueries
     broadcasts: BroadcastService
     unsubscribe: UnsubscribeService
+    automations: AutomationService
+    automation_steps: StepRunner
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -210,6 +214,8 @@ def build_services(
         ),
         broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
         unsubscribe=UnsubscribeService(db, links),
+        automations=AutomationService(db),
+        automation_steps=StepRunner(db, sending),
     )
 
 

@@ -147,7 +147,10 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
 ) -> None:
     worker = services.make_worker()
     assert sorted(worker.kinds) == sorted(JobKind)
-    assert worker.batch_handlers == {JobKind.DELIVER_EMAIL: services.delivery.deliver_many}
+    assert worker.batch_handlers == {
+        JobKind.DELIVER_EMAIL: services.delivery.deliver_many,
+        JobKind.AUTOMATION_STEP: services.automation_steps.run_steps,
+    }
     assert worker.handlers == {
         JobKind.CHECK_DOMAIN: services.domains.recheck,
         JobKind.IMPORT_CONTACTS: services.contact_imports.run,

@@ -43,6 +43,10 @@ def contact_topics(record: dict[str, Any]) -> dict[str, Any]:
     return {"object": "list", "id": records.TEAM, "data": [record], "has_more": False}
 
 
+def summary(run: Any) -> dict[str, Any]:
+    return serialize.run_record(run, with_steps=False)
+
+
 def with_secret(record: dict[str, Any]) -> dict[str, Any]:
     secret = "whsec_" + "0" * 48
     return {**record, "secret": secret, "signing_secret": secret}
@@ -124,6 +128,21 @@ SERVED: list[tuple[Callable[[Any], dict[str, Any]], Callable[[], Sequence[Any]],
         alone,
         "POST /broadcasts/{broadcast_id}/cancel 200",
     ),
+    (serialize.automation_record, records.automations, alone, "POST /automations 201"),
+    (serialize.automation_record, records.automations, more, "GET /automations 200"),
+    (
+        serialize.automation_record,
+        records.automations,
+        alone,
+        "PATCH /automations/{automation_id} 200",
+    ),
+    (
+        serialize.run_record,
+        records.automation_runs,
+        alone,
+        "GET /automations/{automation_id}/runs/{run_id} 200",
+    ),
+    (summary, records.automation_runs, more, "GET /automations/{automation_id}/runs 200"),
     (serialize.domain_record, records.domains, alone, "GET /domains/{domain_id} 200"),
     (serialize.domain_record, records.domains, more, "GET /domains 200"),
     (webhooks.webhook_record, records.webhooks, alone, "GET /webhooks/{webhook_id} 200"),

@@ -10,9 +10,11 @@ def test_every_job_kind_has_an_entry_in_the_table() -> None:
     assert set(JOB_KINDS) == set(JobKind)
 
 
-def test_deliveries_run_batched_and_domain_checks_and_broadcasts_one_by_one() -> None:
+def test_deliveries_and_automation_steps_run_batched_the_others_one_by_one() -> None:
     assert isinstance(JOB_KINDS[JobKind.DELIVER_EMAIL], Batched)
+    assert isinstance(JOB_KINDS[JobKind.AUTOMATION_STEP], Batched)
     assert isinstance(JOB_KINDS[JobKind.CHECK_DOMAIN], OneByOne)
+    assert isinstance(JOB_KINDS[JobKind.IMPORT_CONTACTS], OneByOne)
     assert isinstance(JOB_KINDS[JobKind.EXPAND_BROADCAST], OneByOne)
 
 
@@ -23,4 +25,5 @@ def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
         "check_domain",
         "import_contacts",
         "expand_broadcast",
+        "automation_step",
     }

@@ -13,9 +13,11 @@ from posthaste.api.routes import (
     api_keys,
     attempts,
     audiences,
+    automations,
     broadcasts,
     contact_imports,
     contacts,
+    custom_events,
     domains,
     emails,
     event_stream,
@@ -66,6 +68,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(broadcasts.router)
     app.include_router(audiences.router)
     app.include_router(unsubscribe.router)
+    app.include_router(automations.router)
+    app.include_router(custom_events.router)
     app.include_router(event_stream.router)
     install_openapi(app)
     install_docs(app)

@@ -33,3 +33,6 @@ class EventType(StrEnum):
     DOMAIN_DELETED = "domain.deleted"
     SUPPRESSION_ADDED = "suppression.added"
     SUPPRESSION_REMOVED = "suppression.removed"
+    AUTOMATION_RUN_STARTED = "automation.run.started"
+    AUTOMATION_RUN_COMPLETED = "automation.run.completed"
+    AUTOMATION_RUN_FAILED = "automation.run.failed"

@@ -16,3 +16,6 @@ class JobKind(StrEnum):
     CHECK_DOMAIN = "check_domain"  # re-check a sending domain's DNS (workers/domain_checks.py)
     IMPORT_CONTACTS = "import_contacts"  # a contact import's CSV (workers/contact_imports.py)
     EXPAND_BROADCAST = "expand_broadcast"  # mail a broadcast's members (workers/broadcasts.py)
+    AUTOMATION_STEP = (
+        "automation_step"  # run the next step of an automation run (workers/automations.py)
+    )

@@ -80,6 +80,9 @@ class Sender:
 
     team: Team
     key: ApiKey | None = None
+    # A system sender's mode: the mode of the key that set it up (a test key's automation
+    # sends test mail).
+    system_mode: KeyMode = KeyMode.LIVE
 
     @property
     def team_id(self) -> str:
@@ -87,7 +90,7 @@ class Sender:
 
     @property
     def mode(self) -> KeyMode:
-        return KeyMode.LIVE if self.key is None else self.key.mode
+        return self.system_mode if self.key is None else self.key.mode
 
     @property
     def is_test(self) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from posthaste.core.attachment_links import LinkedAttachment
+from posthaste.core.automation_runs import Automation, Run, RunStep
+from posthaste.core.automations import graph_record
 from posthaste.core.broadcasts import Broadcast
 from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
@@ -337,4 +339,46 @@ def broadcast_record(item: Broadcast) -> dict[str, Any]:
         "sent_at": format_ms(item.sent_at),
         "resumes_at": format_ms(item.resumes_at),
         **item.counts.as_dict(),
+    }
+
+
+def automation_record(automation: Automation) -> dict[str, Any]:
+    return {
+        "object": "automation",
+        "id": automation.id,
+        "name": automation.name,
+        "status": automation.status.value,
+        "created_at": format_ms(automation.created_at),
+        "updated_at": format_ms(automation.updated_at),
+        **graph_record(automation.graph),
+    }
+
+
+def run_record(run: Run, *, with_steps: bool = True) -> dict[str, Any]:
+    """A run as the API shows it; in lists without its steps."""
+    record: dict[str, Any] = {
+        "object": "automation_run",
+        "id": run.id,
+        "automation_id": run.automation_id,
+        "contact_id": run.contact_id,
+        "status": run.status.value,
+        "started_at": format_ms(run.created_at),
+        "completed_at": format_ms(run.completed_at),
+        "created_at": format_ms(run.created_at),
+    }
+    if with_steps:
+        record["steps"] = [run_step_record(step) for step in run.steps]
+    return record
+
+
+def run_step_record(step: RunStep) -> dict[str, Any]:
+    return {
+        "key": step.key,
+        "type": step.type,
+        "status": step.status.value,
+        "started_at": format_ms(step.started_at),
+        "completed_at": format_ms(step.completed_at),
+        "output": step.output,
+        "error": step.error,
+        "created_at": format_ms(step.started_at),
     }

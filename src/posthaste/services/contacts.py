@@ -14,6 +14,7 @@ from posthaste.core.models import Event, Principal
 from posthaste.core.serialize import contact_record
 from posthaste.core.topics import TopicChoice
 from posthaste.errors import Conflict, NotFound, ValidationError
+from posthaste.services.automation_runs import start_for_contacts
 from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import segments as segments_repo
@@ -73,8 +74,13 @@ async def record_contact_events(
 
 async def contacts_created(tx: Tx, contacts: Collection[Contact], now: int) -> None:
     """What follows the creation of contacts, in the transaction that stored them: every way
-    a contact is created (``POST /contacts``, a part of an import) comes through here."""
+    a contact is created (``POST /contacts``, a part of an import, a custom event for a new
+    address) comes through here: their ``contact.created`` events, and the runs of the
+    automations that this trigger starts."""
     await record_contact_events(tx, contacts, EventType.CONTACT_CREATED, now)
+    for team_id in sorted({contact.team_id for contact in contacts}):
+        mine = [contact for contact in contacts if contact.team_id == team_id]
+        await start_for_contacts(tx, team_id, mine, now)
 
 
 def _taken(contact: Contact) -> Conflict:

@@ -182,6 +182,14 @@ class SendingService:
         [outcomes] = await self._steps(tx, [call], now_ms())
         return outcomes
 
+    async def accept_within(
+        self, tx: Tx, sender: Sender, origin: Origin, request: SendRequest
+    ) -> Email:
+        """One email inside the caller's transaction, or the first failing check's error: an
+        automation's step stores its email with its own progress, so that either both happen
+        or neither does (a step never mails twice)."""
+        return _single(await self.accept_in(tx, sender, origin, [request]))
+
     async def _accept_group(self, calls: list[_Call]) -> list[list[Outcome]]:
         """Every call's items through the steps, stored in one unit of work. When storing the
         emails is the group's only write (no daily quota to count, no response to keep), that
