@@ -8,6 +8,7 @@ status codes (``smtp.replies.ENHANCED``).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import functools
@@ -212,7 +213,7 @@ class Listener:
 
 
 @dataclass
-class MailServer:
+class MailServer(abc.ABC):
     """Listeners started and stopped together; a subclass makes the handler and the sessions."""
 
     services: Services
@@ -232,11 +233,13 @@ class MailServer:
         """The bound ports, in the order of ``listeners`` (useful when a port was 0)."""
         return [s.sockets[0].getsockname()[1] for s in self.servers]
 
+    @abc.abstractmethod
     def make_handler(self) -> Any:
-        raise NotImplementedError
+        """The aiosmtpd handler of each connection (relay: submission; inbound: the MX)."""
 
+    @abc.abstractmethod
     def make_session(self, handler: Any, context: ssl.SSLContext, implicit: bool) -> MailSession:
-        raise NotImplementedError
+        """The SMTP session of one connection."""
 
     async def start(self) -> None:
         context = server_context(self.services.settings)
