@@ -121,7 +121,9 @@ def checking_responses(app: FastAPI) -> Callable[[httpx.Response], Awaitable[Non
 
 def checked_client(app: FastAPI) -> httpx.AsyncClient:
     """An in-process client of ``app`` whose every answer is checked against its
-    ``/openapi.json`` (``checking_responses``); use it with ``async with``."""
+    ``/openapi.json`` (``checking_responses``); use it with ``async with``. The app serves the
+    process's one document too, instead of building its own for the test's first request."""
+    app.openapi_schema = _document(app)
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app),
         base_url="http://posthaste.test",

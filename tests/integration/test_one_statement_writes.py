@@ -78,6 +78,16 @@ async def other(services: Services, settings: Settings) -> AsyncIterator[Service
     await other.close()
 
 
+@pytest.fixture
+async def deaf(settings: Settings) -> AsyncIterator[Services]:
+    """This process's services on the same database, hearing no other connection: on SQLite
+    a listening process is woken every time its pool (or anyone) has committed, a moment after
+    the commit, which would blur whether the write under test woke anyone."""
+    deaf = build_services(settings)
+    yield deaf
+    await deaf.close()
+
+
 @pytest.mark.parametrize("backend", ["postgres"])  # SQLite serves one process: no NOTIFY
 @pytest.mark.parametrize("unit", sorted(UNITS))
 async def test_the_write_wakes_every_process_with_what_it_owes(
@@ -103,13 +113,13 @@ async def test_the_write_wakes_every_process_with_what_it_owes(
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
 async def test_no_subscribed_endpoint_no_dispatcher_wake_up(
-    services: Services, tenant: Tenant, unit: str
+    services: Services, deaf: Services, tenant: Tenant, unit: str
 ) -> None:
     team = tenant.team.id
     async with services.db.transaction() as tx:
         await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.bounced"])])
-    heard = _listen(services.db)
-    async with UNITS[unit](services.db) as tx:
+    heard = _listen(deaf.db)
+    async with UNITS[unit](deaf.db) as tx:
         await events_repo.insert_events(tx, [Event(new_id(), team, "email.sent", None, 1, {})])
     assert heard[EVENTS_CHANNEL].is_set()
     assert not heard[WEBHOOKS_CHANNEL].is_set() and not heard[JOBS_CHANNEL].is_set()
@@ -118,14 +128,14 @@ async def test_no_subscribed_endpoint_no_dispatcher_wake_up(
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
 async def test_a_failing_write_stores_nothing_and_wakes_no_one(
-    services: Services, tenant: Tenant, unit: str
+    services: Services, deaf: Services, tenant: Tenant, unit: str
 ) -> None:
     team = tenant.team.id
     orphan_key = api_key_row(new_id())  # no such team
     event = Event(new_id(), team, "email.sent", None, 1, {})
-    heard = _listen(services.db)
+    heard = _listen(deaf.db)
     with pytest.raises(Exception, match=r"(?i)foreign key"):
-        async with UNITS[unit](services.db) as tx:
+        async with UNITS[unit](deaf.db) as tx:
             also = [
                 jobs_repo.enqueued(tx, [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5)], 1),
                 (api_keys, [orphan_key]),
