@@ -29,6 +29,7 @@ from posthaste.api.routes import (
     suppressions,
     templates,
     topics,
+    tracking,
     unsubscribe,
     webhooks,
 )
@@ -68,6 +69,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(broadcasts.router)
     app.include_router(audiences.router)
     app.include_router(unsubscribe.router)
+    app.include_router(tracking.router)
     app.include_router(automations.router)
     app.include_router(custom_events.router)
     app.include_router(event_stream.router)
