@@ -52,6 +52,8 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health.router)
+    # Early: routes are tried in order, and a recipient's mail client hits these the most.
+    app.include_router(tracking.router)
     app.include_router(inbound.router)  # before emails: /emails/received is not an email id
     app.include_router(emails.router)
     app.include_router(attempts.router)
@@ -69,7 +71,6 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(broadcasts.router)
     app.include_router(audiences.router)
     app.include_router(unsubscribe.router)
-    app.include_router(tracking.router)
     app.include_router(automations.router)
     app.include_router(custom_events.router)
     app.include_router(event_stream.router)

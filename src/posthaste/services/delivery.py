@@ -67,7 +67,9 @@ ACTIVE = (EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING)
 # ``sent`` too: a relay took some recipients while others were deferred.
 STARTABLE = (*ACTIVE, EmailStatus.SENT)
 OFFLOAD_BUILD_BYTES = 256 * 1024  # bigger messages are built off the event loop (~20 ms/MiB)
-OFFLOAD_TRACK_BYTES = 64 * 1024  # bigger messages are tracked off it (html parsing: ~? ms/MiB)
+# Bigger messages are tracked off the event loop: reading html costs ~0.3-0.5 ms per KiB
+# (bench/README.md, tracking).
+OFFLOAD_TRACK_BYTES = 16 * 1024
 MAX_JOB_CLAIMS = 25  # a job claimed this often without finishing is poison: the email fails
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
 

@@ -3,16 +3,19 @@
 
 A token that is not genuine is ``NotFound`` and records nothing, before any database work. A
 genuine one is answered at once (the pixel, the redirect to the URL the token carries) and its
-event is written after the answer, by ``GroupCommit``: hits arriving together share one
-transaction, and neither a slow database nor one that is down delays or breaks a recipient's
-click. The events go through the event log (``storage/events.py``), so webhooks and the live
-stream get them; the email's status and ``last_event`` do not change.
+event is written after the answer: hits wait in a list, one writer task takes them after
+``linger`` (10 ms) and writes up to ``BATCH`` in one transaction. A hit costs the request an
+append, not a task or a transaction of its own; the events' own timestamps are the hits'; and
+neither a slow database nor one that is down delays or breaks a recipient's click (a failed
+batch is logged and its hits are not recorded). The events go through the event log
+(``storage/events.py``), so webhooks and the live stream get them; the email's status and
+``last_event`` do not change.
 
 What is recorded is bounded by ``TrackingThrottle`` (``core/tracking_throttle.py``) and by
-``max_pending`` hits waiting for their transaction (beyond it, hits are counted in
-``dropped`` and logged, not queued): fetching a genuine link in a loop costs memory and writes
-that do not grow with the loop. A process that stops flushes what is waiting (``close``); one
-killed loses at most the hits of its last moments.
+``max_pending`` hits waiting (beyond it, hits are counted in ``dropped`` and logged, not
+kept): fetching a genuine link in a loop costs memory and writes that do not grow with the
+loop. A process that stops writes what is waiting (``close``); one killed loses at most the
+hits of its last moments.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from posthaste.core.serialize import email_event_data
 from posthaste.core.tracking import TrackedEmail, TrackingLinks
 from posthaste.core.tracking_throttle import TrackingThrottle
 from posthaste.errors import NotFound
-from posthaste.services.group_commit import GroupCommit
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage.database import Database
@@ -37,7 +39,8 @@ from posthaste.storage.database import Database
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 10_000
-BATCH = 200  # hits per transaction at most
+BATCH = 500  # hits per transaction at most
+LINGER_SECONDS = 0.01  # how long the first hit waits for others to share its transaction
 MAX_USER_AGENT = 512  # characters kept of a User-Agent
 
 
@@ -65,18 +68,18 @@ class TrackingService:
         throttle: TrackingThrottle | None = None,
         *,
         max_pending: int = MAX_PENDING,
+        linger: float = LINGER_SECONDS,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.db = db
         self.links = links
         self.throttle = throttle or TrackingThrottle()
         self.max_pending = max_pending
+        self.linger = linger
         self.clock = clock
         self.dropped = 0
-        self._commit: GroupCommit[_Hit, None] = GroupCommit(
-            self._write, weight=lambda _: 1, max_weight=BATCH
-        )
-        self._pending: set[asyncio.Task[None]] = set()
+        self._waiting: list[_Hit] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def opened(self, token: str, visitor: Visitor) -> None:
         """Record an open of the pixel ``token`` names; ``NotFound`` if it is not genuine."""
@@ -96,33 +99,36 @@ class TrackingService:
 
     async def flush(self) -> None:
         """Wait until every hit taken so far is written (or has failed)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        while self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer])
 
     async def close(self) -> None:
         await self.flush()
-        await self._commit.close()
 
     def _record(self, kind: EventType, tracked: TrackedEmail, visitor: Visitor) -> None:
         key = (kind, tracked.team_id, tracked.email_id, visitor.ip_address, tracked.url)
         if not self.throttle.admit(key, tracked.email_id):
             return
-        if len(self._pending) >= self.max_pending:
+        if len(self._waiting) >= self.max_pending:
             self.dropped += 1
             if self.dropped % 1000 == 1:
                 log.warning("tracking: %d hits left unrecorded (writes behind)", self.dropped)
             return
-        hit = _Hit(kind, tracked, visitor, self.clock())
-        task = asyncio.get_running_loop().create_task(self._commit.submit(hit))
-        self._pending.add(task)
-        task.add_done_callback(self._finished)
+        self._waiting.append(_Hit(kind, tracked, visitor, self.clock()))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_waiting())
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("tracking: an event could not be recorded: %s", error)
+    async def _write_waiting(self) -> None:
+        while self._waiting:
+            if len(self._waiting) < BATCH:
+                await asyncio.sleep(self.linger)
+            batch, self._waiting = self._waiting[:BATCH], self._waiting[BATCH:]
+            try:
+                await self._write(batch)
+            except Exception:
+                log.exception("tracking: %d events could not be recorded", len(batch))
 
-    async def _write(self, hits: list[_Hit]) -> list[None]:
+    async def _write(self, hits: list[_Hit]) -> None:
         keys = [(hit.tracked.team_id, hit.tracked.email_id) for hit in hits]
         async with self.db.transaction() as tx:
             found = await emails_repo.email_summaries(tx, keys)
@@ -132,7 +138,6 @@ class TrackingService:
                 if (email := found.get(key)) is not None
             ]
             await events_repo.insert_events(tx, events)
-        return [None] * len(hits)
 
 
 def _event(hit: _Hit, email: EmailSummary) -> Event:
