@@ -9,12 +9,13 @@ with only the trackable links' values replaced.
 from __future__ import annotations
 
 import html
+import html.parser
 from dataclasses import dataclass
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from posthaste.core.html_links import links_of, rewrite_links, url_of_attribute
+from posthaste.core.html_links import _find, links_of, rewrite_links, url_of_attribute
 
 MARK = "https://t.test/c/"
 
@@ -270,3 +271,95 @@ def test_the_pixel_is_the_only_other_change(document: list[Piece]) -> None:
     want, _ = expected(document)
     at = want.rfind("</body>") if "</body>" in want else len(want.rstrip("\r\n"))
     assert out == want[:at] + pixel + want[at:]
+
+
+# The reader steps over the attributes of tags it does not act on (``parse_starttag``): the
+# links it finds must be those a reader on the stdlib's unmodified ``parse_starttag`` finds.
+
+
+class StockReader(html.parser.HTMLParser):
+    """Links (tag offset, reported href) by the stdlib's own parsing of every tag, with the
+    same ``<head>`` rule."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=False)
+        self.lines = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+        self.in_head = False
+        self.found: list[tuple[int, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        line, column = self.getpos()
+        if tag == "head":
+            self.in_head = True
+        elif tag in ("a", "area"):
+            href = next((value for name, value in attrs if name == "href"), None)
+            if not self.in_head and href is not None:
+                self.found.append((self.lines[line - 1] + column, href))
+        elif tag not in HEAD_TAGS:
+            self.in_head = False
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self.in_head = False
+
+
+HEAD_TAGS = {"base", "basefont", "bgsound", "link", "meta", "noframes", "noscript", "script"}
+HEAD_TAGS |= {"style", "template", "title", "head", "html"}
+FRAGMENTS = [
+    "<a href=",
+    '<a href="https://x.test/">',
+    "<area href=https://y.test/ >",
+    "<a href",
+    "</a>",
+    "<head>",
+    "</head>",
+    "<body>",
+    "<title>",
+    "</title>",
+    "<script>",
+    "</script>",
+    "<style>",
+    "</style>",
+    "<textarea>",
+    "</textarea>",
+    "<!--",
+    "-->",
+    "<!doctype html>",
+    "<?x?>",
+    "<p ",
+    "<div class='a>b'>",
+    '"',
+    "'",
+    "=",
+    ">",
+    "<",
+    "/",
+    " ",
+    "\n",
+    "&amp;",
+    "&",
+    "x",
+    "<br/>",
+    "<A HREF='https://z.test/'>",
+    "<img src=x>",
+    "<![CDATA[",
+    "]]>",
+    "</",
+    "<table",
+]
+
+
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
+    | documents().map(lambda pieces: "".join(p.source for p in pieces))
+)
+def test_the_links_found_are_those_of_the_stdlib_reading_every_tag(document: str) -> None:
+    stock = StockReader(document)
+    stock.feed(document)
+    stock.close()
+    found = _find(document, None).links
+    assert len(found) == len(stock.found)
+    for link, (tag_start, href) in zip(found, stock.found, strict=True):
+        assert tag_start < link.start and document[tag_start] == "<"
+        raw = document[link.start : link.end]
+        assert html.unescape(raw[1:-1] if raw[:1] in "'\"" and len(raw) > 1 else raw) == href
