@@ -21,6 +21,7 @@ from posthaste.core.attachment_links import (
 from posthaste.core.crypto import SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
+from posthaste.core.tracking import TrackingLinks
 from posthaste.core.unsubscribe import UnsubscribeLinks
 from posthaste.core.verp import verp_signer
 from posthaste.errors import ConfigError
@@ -31,7 +32,13 @@ from posthaste.services.automations import AutomationService
 from posthaste.services.broadcasts import BroadcastService
 from posthaste.services.contact_imports import ContactImportService
 from posthaste.services.contacts import ContactService
-from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
+from posthaste.services.delivery import (
+    DeliveryService,
+    DomainTlsRules,
+    DomainTrackingRules,
+    TlsRules,
+    TrackingRules,
+)
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_stream import EventStream
@@ -47,6 +54,7 @@ from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
 from posthaste.services.topics import TopicService
+from posthaste.services.tracking import TrackingService
 from posthaste.services.unsubscribe import UnsubscribeService
 from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
@@ -88,6 +96,7 @@ class Services:
     unsubscribe: UnsubscribeService
     automations: AutomationService
     automation_steps: StepRunner
+    tracking: TrackingService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -131,6 +140,7 @@ class Services:
         for dispatcher in self.dispatchers:
             dispatcher.stop()
             await dispatcher.client.close()
+        await self.tracking.close()
         await self.transports.close()
         await self.db.close()
 
@@ -143,6 +153,7 @@ def build_services(
     signing_keys: SigningKeys | None = None,
     transports: TransportRegistry | None = None,
     tls_rules: TlsRules | None = None,
+    tracking_rules: TrackingRules | None = None,
 ) -> Services:
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
@@ -156,6 +167,8 @@ def build_services(
     sender_policy = senders or DomainSenders(db, settings.default_region)
     sending = SendingService(db, content or template_content, sender_policy, idempotency)
     links = UnsubscribeLinks(settings.secret_key, settings.public_url)
+    unsubscribe_pages = (links.url_of(""),)  # never tracked
+    tracking = TrackingLinks(settings.secret_key, settings.public_url, untracked=unsubscribe_pages)
     return Services(
         settings=settings,
         db=db,
@@ -175,6 +188,8 @@ def build_services(
             verp_signer(settings.secret_key),
             signing_keys or domains,
             tls_rules or DomainTlsRules(domains),
+            tracking,
+            tracking_rules or DomainTrackingRules(domains),
         ),
         attempts=AttemptQueries(db),
         templates=TemplateService(db, parsed_templates),
@@ -216,6 +231,7 @@ def build_services(
         unsubscribe=UnsubscribeService(db, links),
         automations=AutomationService(db),
         automation_steps=StepRunner(db, sending),
+        tracking=TrackingService(db, tracking),
     )
 
 

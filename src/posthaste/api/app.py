@@ -29,6 +29,7 @@ from posthaste.api.routes import (
     suppressions,
     templates,
     topics,
+    tracking,
     unsubscribe,
     webhooks,
 )
@@ -51,6 +52,8 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health.router)
+    # Early: routes are tried in order, and a recipient's mail client hits these the most.
+    app.include_router(tracking.router)
     app.include_router(inbound.router)  # before emails: /emails/received is not an email id
     app.include_router(emails.router)
     app.include_router(attempts.router)

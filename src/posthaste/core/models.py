@@ -164,6 +164,21 @@ class Email:
 
 
 @dataclass(frozen=True)
+class EmailSummary:
+    """What an event about an email carries of it (``email_event_data``), without its content:
+    read for events recorded apart from delivery (opens, clicks)."""
+
+    id: str
+    team_id: str
+    from_address: str
+    to: list[str]
+    subject: str
+    created_at: int
+    tags: dict[str, str]
+    message_id: str
+
+
+@dataclass(frozen=True)
 class NewEmail:
     """An accepted email and what is stored beside it, as the send path hands it to storage."""
 

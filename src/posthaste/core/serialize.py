@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from posthaste.core.attachment_links import LinkedAttachment
 from posthaste.core.automation_runs import Automation, Run, RunStep
@@ -57,7 +57,26 @@ def email_record(email: Email) -> dict[str, Any]:
     }
 
 
-def email_event_data(email: Email, **extra: Any) -> dict[str, Any]:
+class EmailFacts(Protocol):
+    """What ``email_event_data`` reads: an ``Email`` or an ``EmailSummary``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def from_address(self) -> str: ...
+    @property
+    def to(self) -> list[str]: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def created_at(self) -> int: ...
+    @property
+    def tags(self) -> dict[str, str]: ...
+    @property
+    def message_id(self) -> str: ...
+
+
+def email_event_data(email: EmailFacts, **extra: Any) -> dict[str, Any]:
     """The ``data`` of an email event (PRODUCT §8); ``to`` may be narrowed to one recipient."""
     data: dict[str, Any] = {
         "email_id": email.id,

@@ -6,8 +6,9 @@ Three steps, so that no database lock is held while the network is used:
    sending`` and count the attempt; pick each email's recipients still waiting for an outcome,
    skipping those put on the suppression list since (an email whose every recipient is skipped
    becomes ``suppressed`` and is not sent).
-2. Build and DKIM-sign (or reuse) the exact message bytes and hand them to the transport, every
-   email of the batch at once; simulator recipients are answered locally.
+2. Build, track (``core/tracking.py``) and DKIM-sign (or reuse) the exact message bytes and
+   hand them to the transport, every email of the batch at once; simulator recipients are
+   answered locally.
 3. ``_finish`` (one transaction for the batch): store the signed message on first build, the
    attempts with their transcripts, the suppressions, one event per recipient outcome and the
    status, and finish each job or schedule its retry.
@@ -45,6 +46,7 @@ from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMod
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
+from posthaste.core.tracking import UNTRACKED, TrackingLinks, TrackingOptions
 from posthaste.core.verp import verp_address
 from posthaste.services.delivery_plan import (
     attempt_rows,
@@ -65,6 +67,9 @@ ACTIVE = (EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING)
 # ``sent`` too: a relay took some recipients while others were deferred.
 STARTABLE = (*ACTIVE, EmailStatus.SENT)
 OFFLOAD_BUILD_BYTES = 256 * 1024  # bigger messages are built off the event loop (~20 ms/MiB)
+# Bigger messages are tracked off the event loop: reading html costs ~0.3-0.5 ms per KiB
+# (bench/README.md, tracking).
+OFFLOAD_TRACK_BYTES = 16 * 1024
 MAX_JOB_CLAIMS = 25  # a job claimed this often without finishing is poison: the email fails
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
 
@@ -117,6 +122,12 @@ class SendingDomains(Protocol):
     async def sending_domain(self, team_id: str, name: str) -> Any: ...
 
 
+class TrackingRules(Protocol):
+    """The open and click tracking of a team's sending domain (off for an unknown domain)."""
+
+    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions: ...
+
+
 class NoTlsRules:
     async def tls_required(self, team_id: str, domain: str) -> bool:
         return False
@@ -133,6 +144,24 @@ class DomainTlsRules:
         return found is not None and getattr(found, "tls", None) == "enforced"
 
 
+class DomainTrackingRules:
+    """The sending domain's ``open_tracking`` and ``click_tracking`` settings."""
+
+    def __init__(self, domains: SendingDomains) -> None:
+        self.domains = domains
+
+    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions:
+        found = await self.domains.sending_domain(team_id, domain)
+        if found is None:
+            return UNTRACKED
+        return TrackingOptions(bool(found.open_tracking), bool(found.click_tracking))
+
+
+class NoTrackingRules:
+    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions:
+        return UNTRACKED
+
+
 class DeliveryService:
     def __init__(
         self,
@@ -142,6 +171,8 @@ class DeliveryService:
         verp: TokenSigner,
         signing_keys: SigningKeys | None = None,
         tls_rules: TlsRules | None = None,
+        tracking: TrackingLinks | None = None,
+        tracking_rules: TrackingRules | None = None,
     ) -> None:
         self.db = db
         self.transports = transports
@@ -149,6 +180,8 @@ class DeliveryService:
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
         self.tls_rules: TlsRules = tls_rules or NoTlsRules()
+        self.tracking = tracking
+        self.tracking_rules: TrackingRules = tracking_rules or NoTrackingRules()
 
     async def deliver(self, job: Job) -> None:
         await self.deliver_many([job])
@@ -159,7 +192,7 @@ class DeliveryService:
         again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
         attempts = await self._start(list(first.values()))
         if attempts:
-            senders = _SenderFacts(self.signing_keys, self.tls_rules)
+            senders = _SenderFacts(self.signing_keys, self.tls_rules, self.tracking_rules)
             messages = await self._messages(attempts, senders)
             failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
             for attempt in attempts:  # one lookup per sending domain of the batch, before sending
@@ -242,7 +275,8 @@ class DeliveryService:
 
         Stored bytes are sent as they are once signed by us: a retry sends (and ``/raw``
         shows) exactly what was sent the first time. A message kept from the SMTP relay is
-        stored unsigned, so its first delivery signs it; REST mail is built here, then signed."""
+        stored unsigned, so its first delivery tracks and signs it; REST mail is built here,
+        then tracked and signed. Tracking is the sending domain's (``core/tracking.py``)."""
         async with self.db.read() as tx:
             stored = await repo.read_blobs(
                 tx, [a.email.raw_blob_id for a in attempts if a.email.raw_blob_id]
@@ -257,28 +291,46 @@ class DeliveryService:
             email = attempt.email
             kept = stored.get(email.raw_blob_id) if email.raw_blob_id else None
             try:
-                key = await senders.signing_key(email)
-                messages[email.id] = await self._signed(email, key, kept, infos, contents)
+                messages[email.id] = await self._prepared(email, senders, kept, infos, contents)
             except (DkimError, ValueError) as exc:
                 # The same input fails the same way every time: the email cannot be sent.
                 log.exception("email %s: the message could not be built or signed", email.id)
                 messages[email.id] = Unsendable(f"{type(exc).__name__}: {exc}")
         return messages
 
-    async def _signed(
+    async def _prepared(
         self,
         email: Email,
-        key: DkimKey | None,
+        senders: _SenderFacts,
         kept: bytes | None,
         infos: dict[str, list[AttachmentInfo]],
         contents: dict[str, bytes],
     ) -> tuple[bytes, bool]:
+        """Built (or kept), tracked, then signed: the signature covers the rewritten html.
+        A stored message we signed already (a retry) goes again unchanged."""
+        key = await senders.signing_key(email)
+        if kept is not None and key is not None and _signed_with(kept, key):
+            return kept, False
         raw = kept if kept is not None else await self._build(email, infos[email.id], contents)
-        if key is None or _signed_with(raw, key):
-            return raw, kept is None
-        if len(raw) > OFFLOAD_BUILD_BYTES:
-            return await asyncio.to_thread(sign_message, raw, key, now_ms() // 1000), True
-        return sign_message(raw, key, now_ms() // 1000), True
+        tracked = await self._tracked(email, raw, await senders.tracking(email))
+        if key is None:
+            return tracked, kept is None or tracked is not kept
+        if len(tracked) > OFFLOAD_BUILD_BYTES:
+            return await asyncio.to_thread(sign_message, tracked, key, now_ms() // 1000), True
+        return sign_message(tracked, key, now_ms() // 1000), True
+
+    async def _tracked(self, email: Email, raw: bytes, tracking: TrackingOptions) -> bytes:
+        """``raw`` with the domain's tracking; a failure to track sends the mail untracked."""
+        if self.tracking is None or not tracking.on:
+            return raw
+        track = functools.partial(self.tracking.track_message, raw, email.team_id, email.id)
+        try:
+            if len(raw) > OFFLOAD_TRACK_BYTES:
+                return await asyncio.to_thread(track, tracking)
+            return track(tracking)
+        except Exception:
+            log.exception("email %s: tracking failed; it is sent untracked", email.id)
+            return raw
 
     async def _build(
         self, email: Email, infos: list[AttachmentInfo], contents: dict[str, bytes]
@@ -375,10 +427,11 @@ class DeliveryService:
 class _SenderFacts:
     """Signing keys and TLS rules of a batch's sending domains, each looked up once."""
 
-    def __init__(self, keys: SigningKeys, tls_rules: TlsRules) -> None:
-        self._keys_source, self._tls_source = keys, tls_rules
+    def __init__(self, keys: SigningKeys, tls_rules: TlsRules, tracking: TrackingRules) -> None:
+        self._keys_source, self._tls_source, self._tracking_source = keys, tls_rules, tracking
         self._keys: dict[tuple[str, str], DkimKey | None] = {}
         self._tls: dict[tuple[str, str], bool] = {}
+        self._tracking: dict[tuple[str, str], TrackingOptions] = {}
 
     async def signing_key(self, email: Email) -> DkimKey | None:
         sender = (email.team_id, _sender_domain(email))
@@ -391,6 +444,12 @@ class _SenderFacts:
         if sender not in self._tls:
             self._tls[sender] = await self._tls_source.tls_required(*sender)
         return self._tls[sender]
+
+    async def tracking(self, email: Email) -> TrackingOptions:
+        sender = (email.team_id, _sender_domain(email))
+        if sender not in self._tracking:
+            self._tracking[sender] = await self._tracking_source.tracking_of(*sender)
+        return self._tracking[sender]
 
 
 async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -> DeliveryReport:

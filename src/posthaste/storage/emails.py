@@ -15,6 +15,7 @@ from posthaste.core.models import (
     Attachment,
     AttachmentInfo,
     Email,
+    EmailSummary,
     Event,
     KeyMode,
     NewEmail,
@@ -463,6 +464,26 @@ async def get_emails_any_team(
     if for_update:
         query = query.with_for_update()
     return {row.id: _email(row) for row in await tx.conn.execute(query)}
+
+
+_SUMMARY_COLUMNS = tuple(emails.c[f.name] for f in fields(EmailSummary))
+
+
+async def email_summaries(
+    tx: Tx, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], EmailSummary]:
+    """The emails named by ``(team id, email id)`` that exist, without their content."""
+    if not keys:
+        return {}
+    teams, ids = sorted({team for team, _ in keys}), sorted({email for _, email in keys})
+    query = select(*_SUMMARY_COLUMNS).where(
+        among(tx, emails.c.team_id, teams), among(tx, emails.c.id, ids)
+    )
+    found = {}
+    for row in await tx.conn.execute(query):
+        summary = EmailSummary(*row)
+        found[(summary.team_id, summary.id)] = summary
+    return found
 
 
 async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str, dict[str, str]]:
