@@ -154,8 +154,9 @@ def build_services(
     api_keys = ApiKeyService(db)
     template_content = TemplateContent(parsed_templates)
     sender_policy = senders or DomainSenders(db, settings.default_region)
-    sending = SendingService(db, content or template_content, sender_policy, idempotency)
     links = UnsubscribeLinks(settings.secret_key, settings.public_url)
+    sending = SendingService(db, content or template_content, sender_policy, idempotency, links)
+    unsubscribe = UnsubscribeService(db, links)
     return Services(
         settings=settings,
         db=db,
@@ -194,6 +195,7 @@ def build_services(
             db,
             verp_signer(settings.secret_key),
             settings.retention_days,
+            unsubscribe,
             MessageAuthenticator(Resolver(settings.dns_nameservers)),
             results_host=settings.mx_host,
         ),
@@ -213,7 +215,7 @@ def build_services(
             ),
         ),
         broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
-        unsubscribe=UnsubscribeService(db, links),
+        unsubscribe=unsubscribe,
         automations=AutomationService(db),
         automation_steps=StepRunner(db, sending),
     )

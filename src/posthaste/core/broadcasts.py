@@ -43,6 +43,7 @@ from posthaste.errors import (
     DailyQuotaExceeded,
     PosthasteError,
     RecipientSuppressed,
+    RecipientUnsubscribed,
     ValidationError,
 )
 
@@ -353,6 +354,8 @@ def tally_chunk(
 
 
 def _counted_as(answer: Email | PosthasteError) -> str:
+    if isinstance(answer, RecipientUnsubscribed):  # unsubscribed since the chunk was read
+        return "skipped_unsubscribed"
     if isinstance(answer, RecipientSuppressed):
         return "skipped_suppressed"
     return "failed" if isinstance(answer, PosthasteError) else "sent"
