@@ -165,6 +165,9 @@ def test_a_contact_value_never_breaks_the_subject_line() -> None:
     rendered = render_for(parsed, {}, recipient_data({}, eve, "u"), None)
     assert rendered.subject == "Plan: free Bcc: x@example.com"
     assert rendered.text == "free\r\nBcc: x@example.com\u2028"
+    whole = parse_content("All: {{contact.properties}}", None, "x")  # JSON keeps U+2028 as is
+    subject = render_for(whole, {}, recipient_data({}, eve, "u"), None).subject
+    assert subject == 'All: {"plan":"free\\r\\nBcc: x@example.com "}'
 
 
 def test_skips_and_the_tally() -> None:

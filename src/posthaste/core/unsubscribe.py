@@ -130,7 +130,7 @@ def read_token(text: str) -> UnsubscribeToken | None:
 def has_own_list_unsubscribe(headers: Mapping[str, str], raw: bytes | None) -> bool:
     """Whether the sender gave the message its own ``List-Unsubscribe`` (in ``headers``, or in
     the header block of a kept submission): then it runs its own unsubscribe handling."""
-    if any(name.lower() == "list-unsubscribe" for name in headers):
+    if LIST_UNSUBSCRIBE in headers or any(n.lower() == "list-unsubscribe" for n in headers):
         return True
     if raw is None:
         return False
