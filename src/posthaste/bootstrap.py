@@ -165,8 +165,9 @@ def build_services(
     api_keys = ApiKeyService(db)
     template_content = TemplateContent(parsed_templates)
     sender_policy = senders or DomainSenders(db, settings.default_region)
-    sending = SendingService(db, content or template_content, sender_policy, idempotency)
     links = UnsubscribeLinks(settings.secret_key, settings.public_url)
+    sending = SendingService(db, content or template_content, sender_policy, idempotency, links)
+    unsubscribe = UnsubscribeService(db, links)
     unsubscribe_pages = (links.url_of(""),)  # never tracked
     tracking = TrackingLinks(settings.secret_key, settings.public_url, untracked=unsubscribe_pages)
     return Services(
@@ -209,6 +210,7 @@ def build_services(
             db,
             verp_signer(settings.secret_key),
             settings.retention_days,
+            unsubscribe,
             MessageAuthenticator(Resolver(settings.dns_nameservers)),
             results_host=settings.mx_host,
         ),
@@ -227,8 +229,15 @@ def build_services(
                 path="received-raw",
             ),
         ),
-        broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
-        unsubscribe=UnsubscribeService(db, links),
+        broadcasts=BroadcastService(
+            db,
+            sending,
+            template_content,
+            sender_policy,
+            links,
+            chunk_size=settings.broadcast_chunk_size,
+        ),
+        unsubscribe=unsubscribe,
         automations=AutomationService(db),
         automation_steps=StepRunner(db, sending),
         tracking=TrackingService(db, tracking),

@@ -8,6 +8,7 @@ Library errors are translated into this tree once, at the adapter that met them.
 PosthasteError
  ├── ValidationError                  validation_error
  │    └── RecipientSuppressed         validation_error (a recipient is on the suppression list)
+ │         └── RecipientUnsubscribed  validation_error (unsubscribed from broadcast-stream mail)
  ├── AuthError
  │    ├── MissingApiKey               missing_api_key
  │    ├── InvalidApiKey               invalid_api_key
@@ -56,6 +57,13 @@ class RecipientSuppressed(ValidationError):
     """Kept apart from other validation errors for the relay's 550 5.1.1; same name over HTTP."""
 
     default_message = "A recipient is on the suppression list."
+
+
+class RecipientUnsubscribed(RecipientSuppressed):
+    """A recipient of mail on a broadcast stream is one of the team's unsubscribed contacts;
+    its own relay reply (550 5.7.1), counted as ``skipped_unsubscribed`` by broadcasts."""
+
+    default_message = "A recipient unsubscribed from broadcast mail."
 
 
 class AuthError(PosthasteError):

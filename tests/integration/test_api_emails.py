@@ -443,7 +443,7 @@ async def test_invalid_cursor_is_422(client: httpx.AsyncClient, tenant: Tenant) 
 async def test_filters(client: httpx.AsyncClient, tenant: Tenant, services: Services) -> None:
     h = tenant.headers()
     await client.post(
-        "/streams", json={"id": "news", "name": "News", "type": "broadcast"}, headers=h
+        "/streams", json={"id": "news", "name": "News", "type": "transactional"}, headers=h
     )
     a = await send(
         client, tenant, to="Ann <Ann@Example.com>", subject="Invoice 100%", tags={"kind": "invoice"}

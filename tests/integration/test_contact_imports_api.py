@@ -211,7 +211,7 @@ async def test_a_job_stopped_mid_way_goes_on_without_counting_a_line_twice(
     services: Services,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(core, "PART_ROWS", 3)
+    services.contact_imports.part_rows = 3
     rows = [f"user{n}@example.com,{n}" for n in range(10)]
     csv = "email,rank:number\n" + "\n".join([*rows[:4], "bad,1", *rows[4:]]) + "\n"
     started = (await post_csv(client, tenant, csv)).json()
@@ -254,7 +254,7 @@ async def test_an_import_whose_segment_is_deleted_meanwhile_stops_as_failed(
     services: Services,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(core, "PART_ROWS", 2)
+    services.contact_imports.part_rows = 2
     segment = (
         await client.post("/segments", json={"name": "Gone"}, headers=tenant.headers())
     ).json()

@@ -116,10 +116,13 @@ async def get(client: httpx.AsyncClient, tenant: Tenant, path: str) -> Any:
 async def test_starttls_auth_and_the_record_from_the_headers(
     relay: Relay, client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
+    stream = {"id": "receipts", "name": "Receipts", "type": "transactional"}
+    created = await client.post("/streams", json=stream, headers=tenant.headers())
+    assert created.status_code == 201, created.text
     msg = message(
         Cc="carol@example.com",
         X_Posthaste_Tags="plan=pro, kind=receipt",
-        X_Posthaste_Stream="broadcast",
+        X_Posthaste_Stream="receipts",
     )
     rcpts = ["ann@example.com", "carol@example.com", "audit@acme.test"]
     email_id = await accepted_id(relay, tenant.test, msg, rcpts=rcpts)
@@ -131,7 +134,7 @@ async def test_starttls_auth_and_the_record_from_the_headers(
         ["audit@acme.test"],
     )
     assert record["tags"] == {"plan": "pro", "kind": "receipt"}
-    assert record["stream_id"] == "broadcast" and record["status"] == "queued"
+    assert record["stream_id"] == "receipts" and record["status"] == "queued"
     assert record["origin"] == "relay"
     assert record["text"] == "Thanks for your order.\n" and "<b>order</b>" in record["html"]
     raw = (await get(client, tenant, f"/emails/{email_id}/raw")).content

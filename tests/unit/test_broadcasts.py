@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import email
+import email.policy
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,8 +23,19 @@ from posthaste.core.broadcasts import (
 from posthaste.core.contacts import Contact
 from posthaste.core.ids import new_id
 from posthaste.core.templates import parse_content
-from posthaste.core.unsubscribe import UnsubscribeLinks, read_token
-from posthaste.errors import DailyQuotaExceeded, RecipientSuppressed, ValidationError
+from posthaste.core.unsubscribe import (
+    TokenKind,
+    UnsubscribeLinks,
+    has_own_list_unsubscribe,
+    header_lines,
+    read_token,
+)
+from posthaste.errors import (
+    DailyQuotaExceeded,
+    RecipientSuppressed,
+    RecipientUnsubscribed,
+    ValidationError,
+)
 from tests import records
 
 TEAM, OTHER = new_id(), new_id()
@@ -41,7 +56,7 @@ def test_a_token_names_its_contact_and_only_in_its_team() -> None:
     token = LINKS.token(TEAM, ann.id)
     assert len(token) == 42 and token == token.lower()
     read = read_token(token)
-    assert read is not None and read.contact_id == ann.id
+    assert read is not None and (read.kind, read.subject_id) == (TokenKind.CONTACT, ann.id)
     assert LINKS.genuine(read, TEAM) and not LINKS.genuine(read, OTHER)
     assert read_token(f"UNSUBSCRIBE+{token.upper()}") == read  # a mailto local part, any case
     assert not UnsubscribeLinks("x" * 40, "https://a").genuine(read, TEAM)  # another key
@@ -70,6 +85,63 @@ def test_headers_carry_the_link_and_the_mailto_address() -> None:
     assert len(f"unsubscribe+{token}") <= 64  # RFC 5321's local part
 
 
+def test_an_email_token_names_its_email_and_is_never_a_contact_token() -> None:
+    email_id = new_id()
+    token = LINKS.email_token(TEAM, email_id)
+    assert len(token) == 44 and len(f"unsubscribe+{token}") <= 64
+    read = read_token(token)
+    assert read is not None and (read.kind, read.subject_id) == (TokenKind.EMAIL, email_id)
+    assert LINKS.genuine(read, TEAM) and not LINKS.genuine(read, OTHER)
+    assert read_token(f"unsubscribe+{token.upper()}") == read
+    # The same id as a contact's token carries another MAC: one kind never passes as the other.
+    as_contact = read_token(LINKS.token(TEAM, email_id))
+    assert as_contact is not None and as_contact.kind is TokenKind.CONTACT
+    assert as_contact.mac != read.mac
+    assert not LINKS.genuine(
+        dataclasses.replace(read, kind=TokenKind.CONTACT), TEAM
+    ) and not LINKS.genuine(dataclasses.replace(as_contact, kind=TokenKind.EMAIL), TEAM)
+    for bad in (token[:-1], token + "a", "a" * 44, "unsubscribe+", "x" * 65):
+        found = read_token(bad)
+        assert found is None or not LINKS.genuine(found, TEAM), bad
+
+
+@given(st.integers(min_value=0, max_value=43), st.sampled_from("abcdefghijklmnopqrstuvwxyz234567"))
+def test_every_altered_email_token_is_refused(position: int, char: str) -> None:
+    token = LINKS.email_token(TEAM, new_id())
+    changed = token[:position] + char + token[position + 1 :]
+    read = read_token(changed)
+    if changed == token:
+        assert read is not None and LINKS.genuine(read, TEAM)
+    else:
+        assert read is None or not LINKS.genuine(read, TEAM)
+
+
+def test_a_senders_own_list_unsubscribe_is_seen_in_headers_and_in_a_kept_submission() -> None:
+    assert has_own_list_unsubscribe({"list-UNSUBSCRIBE": "<mailto:x@a.test>"}, None)
+    assert not has_own_list_unsubscribe({"List-Unsubscribe-Post": "x", "X-Other": "y"}, None)
+    raw = b"From: a@acme.test\r\nList-Unsubscribe : <https://a.test/u>\r\n\r\nbody\r\n"
+    assert has_own_list_unsubscribe({}, raw)
+    in_body = b"From: a@acme.test\r\n\r\nList-Unsubscribe: <https://a.test/u>\r\n"
+    assert not has_own_list_unsubscribe({}, in_body)
+    folded = b"Subject: hi\r\n X-List-Unsubscribe: no\r\n\r\n"
+    assert not has_own_list_unsubscribe({}, folded)
+
+
+def test_header_lines_fold_the_list_between_its_uris() -> None:
+    token = LINKS.email_token(TEAM, new_id())
+    lines = header_lines(LINKS.headers(token, "acme.test"))
+    assert (
+        lines
+        == (
+            f"List-Unsubscribe: <https://mail.example.com/unsubscribe/{token}>,\r\n"
+            f" <mailto:unsubscribe+{token}@send.acme.test>\r\n"
+            "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
+        ).encode()
+    )
+    parsed = email.message_from_bytes(lines + b"\r\n", policy=email.policy.default)
+    assert str(parsed["List-Unsubscribe"]) == LINKS.headers(token, "acme.test")["List-Unsubscribe"]
+
+
 def test_contact_fields_render_and_missing_ones_render_empty() -> None:
     parsed = parse_content(
         "Hi {{contact.first_name}} {{contact.properties.city}}",
@@ -93,6 +165,9 @@ def test_a_contact_value_never_breaks_the_subject_line() -> None:
     rendered = render_for(parsed, {}, recipient_data({}, eve, "u"), None)
     assert rendered.subject == "Plan: free Bcc: x@example.com"
     assert rendered.text == "free\r\nBcc: x@example.com\u2028"
+    whole = parse_content("All: {{contact.properties}}", None, "x")  # JSON keeps U+2028 as is
+    subject = render_for(whole, {}, recipient_data({}, eve, "u"), None).subject
+    assert subject == 'All: {"plan":"free\\r\\nBcc: x@example.com "}'
 
 
 def test_skips_and_the_tally() -> None:
@@ -112,6 +187,9 @@ def test_skips_and_the_tally() -> None:
         "recipients": 4, "sent": 1, "skipped_unsubscribed": 1, "skipped_suppressed": 1,
         "skipped_topic": 1, "failed": 0,
     }  # fmt: skip
+    # A member who unsubscribed after the chunk was read is refused by the send path.
+    late = tally_chunk(plan, [email, RecipientUnsubscribed("unsubscribed meanwhile")])
+    assert (late.counts.skipped_unsubscribed, late.counts.skipped_suppressed) == (2, 0)
     quota = DailyQuotaExceeded("used up", retry_after=1, limit=1, reset=1)
     stopped = tally_chunk(plan, [email, quota])
     assert stopped.quota is quota and stopped.cursor == gone.contact.id

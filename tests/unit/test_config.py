@@ -75,6 +75,7 @@ def test_load_defaults(tmp_path: Path) -> None:
     assert settings.retention_days == 30
     assert settings.role == {"api", "smtp", "inbound", "worker"}
     assert settings.job_lease == 60.0
+    assert settings.broadcast_chunk_size == 1000
     assert settings.log_level == "info"
 
 
@@ -185,6 +186,7 @@ def test_every_setting_key_has_a_variable() -> None:
         ("PROCESSES", "1", "processes", 1),
         ("PROCESSES", " 8 ", "processes", 8),
         ("JOB_LEASE", "5m", "job_lease", 300.0),
+        ("BROADCAST_CHUNK_SIZE", " 50 ", "broadcast_chunk_size", 50),
         ("LOG_LEVEL", "DEBUG", "log_level", "debug"),
         ("REGIONS", "eu-central-1, us-west-2", "regions", ("eu-central-1", "us-west-2")),
     ],
@@ -336,6 +338,8 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("PROCESSES", "0", "expected auto or an integer 1-1024, got '0'"),
         ("PROCESSES", "many", "expected auto or an integer 1-1024, got 'many'"),
         ("JOB_LEASE", "-5s", "not negative"),
+        ("BROADCAST_CHUNK_SIZE", "0", "expected an integer 1-10000, got '0'"),
+        ("BROADCAST_CHUNK_SIZE", "10001", "expected an integer 1-10000"),
         ("LOG_LEVEL", "verbose", "expected one of debug, info, warning, error, critical"),
     ],
 )

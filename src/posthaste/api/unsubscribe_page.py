@@ -1,4 +1,4 @@
-"""The unsubscribe page: a button that unsubscribes, and the contact's topic choices when its
+"""The unsubscribe page: a button that unsubscribes, and the person's topic choices when the
 team has topics. Every value shown is HTML-escaped; the page loads nothing from elsewhere."""
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ _STYLE = "body{font-family:sans-serif;max-width:32rem;margin:3rem auto;padding:0
 
 
 def unsubscribe_page(token: str, preferences: Preferences, notice: str | None = None) -> str:
-    contact = preferences.contact
     action = f"/unsubscribe/{escape(token)}"
-    parts = [f"<h1>Email preferences for {escape(contact.email)}</h1>"]
+    parts = [f"<h1>Email preferences for {escape(preferences.email)}</h1>"]
     if notice:
         parts.append(f"<p><strong>{escape(notice)}</strong></p>")
-    if contact.unsubscribed:
+    if preferences.unsubscribed:
         parts.append("<p>You are unsubscribed: you will not receive these emails.</p>")
     else:
         name, value = ONE_CLICK.split("=", 1)

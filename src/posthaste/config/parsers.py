@@ -66,6 +66,11 @@ def _parse_whole_number(text: str, low: int, high: int, expected: str) -> int:
     return int(value)
 
 
+def parse_chunk_size(text: str) -> int:
+    """Members per chunk of a broadcast's expansion: 1 to 10,000."""
+    return _parse_whole_number(text, 1, 10_000, "an integer 1-10000")
+
+
 def parse_bool(text: str) -> bool:
     """true/false, 1/0 or yes/no, in any case."""
     value = _BOOLEANS.get(text.strip().lower())

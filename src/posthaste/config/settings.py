@@ -25,6 +25,7 @@ from posthaste.config.parsers import (
     parse_bind_host,
     parse_blob_store,
     parse_bool,
+    parse_chunk_size,
     parse_database_url,
     parse_existing_file,
     parse_hostname,
@@ -126,6 +127,7 @@ class Settings:
     role: Roles = ALL_ROLES  # POSTHASTE_ROLE: the roles this process runs (all, or some)
     processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
     job_lease: float = 60.0
+    broadcast_chunk_size: int = 1000  # members per transaction of a broadcast's expansion
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -248,6 +250,9 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         role=get("role", parse_roles, base.role),
         processes=get("processes", parse_processes, base.processes),
         job_lease=get("job_lease", parse_positive_duration, base.job_lease),
+        broadcast_chunk_size=get(
+            "broadcast_chunk_size", parse_chunk_size, base.broadcast_chunk_size
+        ),
         log_level=get("log_level", parse_log_level, base.log_level),
     )
 

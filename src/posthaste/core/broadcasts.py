@@ -43,6 +43,7 @@ from posthaste.errors import (
     DailyQuotaExceeded,
     PosthasteError,
     RecipientSuppressed,
+    RecipientUnsubscribed,
     ValidationError,
 )
 
@@ -247,7 +248,7 @@ def render_for(
     subject = None
     if parsed.subject is not None:
         subject = validate_subject(
-            render(parsed.subject, Values(_one_line(variables), merged), escape_html=False)
+            render(parsed.subject, _OneLineValues(variables, merged), escape_html=False)
         )
     html = _render(parsed.html, values, escape_html=True)
     if html is not None and preview_text:
@@ -271,18 +272,15 @@ def _render(template: ParsedTemplate | None, values: Values, *, escape_html: boo
     return None if template is None else render(template, values, escape_html=escape_html)
 
 
-def _one_line(variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The variables with the contact's text values on one line (for the subject)."""
-    contact = variables.get("contact")
-    if not isinstance(contact, Mapping):
-        return dict(variables)
-    flat: dict[str, Any] = {k: _flat(v) for k, v in contact.items() if k != "properties"}
-    flat["properties"] = {k: _flat(v) for k, v in contact.get("properties", {}).items()}
-    return {**variables, "contact": flat}
+class _OneLineValues(Values):
+    """The variables for the subject: a contact field's text comes out on one line (only the
+    fields the subject names are looked at, once per rendering)."""
 
-
-def _flat(value: object) -> object:
-    return _CONTROL_RUN.sub(" ", value).strip() if isinstance(value, str) else value
+    def text_of(self, path: str) -> str | None:
+        text = super().text_of(path)
+        if text is not None and (path == "contact" or path.startswith("contact.")):
+            return _CONTROL_RUN.sub(" ", text).strip()
+        return text
 
 
 def _preview(text: str) -> str:
@@ -353,6 +351,8 @@ def tally_chunk(
 
 
 def _counted_as(answer: Email | PosthasteError) -> str:
+    if isinstance(answer, RecipientUnsubscribed):  # unsubscribed since the chunk was read
+        return "skipped_unsubscribed"
     if isinstance(answer, RecipientSuppressed):
         return "skipped_suppressed"
     return "failed" if isinstance(answer, PosthasteError) else "sent"

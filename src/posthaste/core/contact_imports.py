@@ -186,9 +186,9 @@ def _lines(data: bytes | bytearray, tally: _Tally) -> Iterator[str]:
         yield text
 
 
-def check_csv(data: bytes | bytearray) -> CheckedCsv:
+def check_csv(data: bytes | bytearray, part_rows: int = PART_ROWS) -> CheckedCsv:
     """The whole upload read once: a good header, at least one contact line, well-formed
-    UTF-8 CSV throughout, cut into parts of ``PART_ROWS`` lines (``ValidationError`` else)."""
+    UTF-8 CSV throughout, cut into parts of ``part_rows`` lines (``ValidationError`` else)."""
     records = read_csv(data)
     first = next(records, None)
     if first is None:
@@ -200,10 +200,10 @@ def check_csv(data: bytes | bytearray) -> CheckedCsv:
     start, first_line = first.end, first.next_line
     for record in records:
         total += 1
-        if total % PART_ROWS == 0:
+        if total % part_rows == 0:
             parts.append(PartSpan(start, record.end, first_line))
             start, first_line = record.end, record.next_line
-    if total % PART_ROWS:
+    if total % part_rows:
         parts.append(PartSpan(start, len(data), first_line))
     if total == 0:
         raise ValidationError("The CSV has a header but no contact lines.")

@@ -312,11 +312,13 @@ def attachment_filename(item: InboundAttachment, position: int) -> str:
 
 @dataclass(frozen=True)
 class Mailbox:
-    """An accepted RCPT: the team it is for and, for a VERP address, the email it names."""
+    """An accepted RCPT: the team it is for and, for a VERP address, the email it names; for
+    an unsubscribe address, its token."""
 
     team_id: str
     address: str  # lookup form
     email_id: str | None = None
+    unsubscribe: str | None = None  # ``unsubscribe+<token>``: the local part, lower case
 
 
 @dataclass(frozen=True)

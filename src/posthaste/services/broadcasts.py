@@ -11,6 +11,11 @@ point resumes after the last committed chunk and mails no one twice. A chunk who
 since it was read (another worker stored it) stores nothing. A cancel takes the same row lock:
 members not yet accepted when it commits are never mailed.
 
+A run of the job (at most ``run_seconds``) checks the broadcast's sender and content once, at its
+first chunk, and reuses them for the chunks after (``_Run``): a domain, template or stream that
+goes away is noticed at the next run, within seconds. A chunk is read ahead only when storing
+the current one should end before the run does, so no rendered chunk is thrown away.
+
 When the daily quota runs out mid-way, the broadcast pauses (``resumes_at``: the next 00:00 UTC)
 with the members not yet mailed still ahead of its cursor; a cancel stops it for good. When its
 content can no longer be sent (its domain, template, stream, topic or segment went away or lost
@@ -97,6 +102,13 @@ class _Sendable:
     from_: Address
     reply_to: list[Address]
     topic_default: str | None
+
+
+@dataclass
+class _Run:
+    """What one run of the job checked at its first chunk: who sends, and the content."""
+
+    checked: tuple[Sender, _Sendable] | None = None
 
 
 class BroadcastService:
@@ -211,27 +223,35 @@ class BroadcastService:
         full chunk is stored, the next one is read and rendered; it is used only if the stored
         chunk moved the cursor to where it begins."""
         deadline = time.monotonic() + self.run_seconds
-        chunk = await self.read_chunk(job)
+        run = _Run()
+        chunk = await self.read_chunk(job, run=run)
+        storing = 0.0  # how long the last chunk took to store
         while True:
-            ahead = self._read_ahead(job, chunk)
+            ahead = None
+            if time.monotonic() + storing < deadline:  # else the run ends before it is used
+                ahead = self._read_ahead(job, chunk, run)
+            started = time.monotonic()
             try:
                 step = await self._store(job, chunk, deadline)
             except BaseException:
                 await _dropped(ahead)
                 raise
+            storing = time.monotonic() - started
             if step is Step.NEXT and ahead is not None:
                 chunk = await ahead
                 continue
             await _dropped(ahead)
             if step is Step.DONE:
                 return
-            chunk = await self.read_chunk(job)
+            chunk = await self.read_chunk(job, run=run)
 
-    def _read_ahead(self, job: Job, chunk: Chunk | None) -> asyncio.Task[Chunk | None] | None:
+    def _read_ahead(
+        self, job: Job, chunk: Chunk | None, run: _Run
+    ) -> asyncio.Task[Chunk | None] | None:
         """The chunk after a full ``chunk``, read while ``chunk`` is stored."""
         if chunk is None or chunk.failure is not None or len(chunk.plan) < self.chunk_size:
             return None
-        return asyncio.create_task(self.read_chunk(job, chunk.plan[-1][0].contact.id))
+        return asyncio.create_task(self.read_chunk(job, chunk.plan[-1][0].contact.id, run=run))
 
     async def _store(self, job: Job, chunk: Chunk | None, deadline: float) -> Step:
         async with self.db.transaction() as tx:
@@ -241,22 +261,28 @@ class BroadcastService:
                 return Step.DONE
         return step
 
-    async def read_chunk(self, job: Job, after: str | None = None) -> Chunk | None:
+    async def read_chunk(
+        self, job: Job, after: str | None = None, *, run: _Run | None = None
+    ) -> Chunk | None:
         """The members after the broadcast's cursor (or after the contact ``after``) and their
         emails, read and rendered without holding the write lock (SQLite) or the broadcast's
         row; None when the broadcast is not under way. ``store_chunk`` stores it only if the
-        cursor is then where the chunk begins."""
+        cursor is then where the chunk begins. The sender and content are checked once per
+        ``run``."""
         assert job.team_id is not None
+        run = run or _Run()
         async with self.db.read() as tx:
             current = await repo.get_broadcast(tx, job.team_id, job.ref)
             if current is None or current.status not in UNDER_WAY:
                 return None
             start = current.cursor if after is None else after
-            sender = await self._sender_of(tx, current)
-            try:
-                sendable = await self._sendable(tx, sender, current.content)
-            except PosthasteError as exc:
-                return Chunk(current, start, sender, [], [], exc)
+            if run.checked is None:
+                sender = await self._sender_of(tx, current)
+                try:
+                    run.checked = (sender, await self._sendable(tx, sender, current.content))
+                except PosthasteError as exc:
+                    return Chunk(current, start, sender, [], [], exc)
+            sender, sendable = run.checked
             content = current.content
             members = await repo.members_after(
                 tx, current.team_id, content.segment_id, content.topic_id, start,

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from posthaste.core.contact_imports import (
     MAX_ATTEMPTS,
+    PART_ROWS,
     ContactImport,
     ImportedLine,
     ImportStatus,
@@ -52,8 +53,9 @@ class _AddressTaken(Exception):
 class ContactImportService:
     """Start a team's imports, show them, and run their jobs."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, part_rows: int = PART_ROWS) -> None:
         self.db = db
+        self.part_rows = part_rows  # lines per stored part: per transaction of the job
 
     async def start(
         self,
@@ -64,7 +66,7 @@ class ContactImportService:
     ) -> ContactImport:
         """Check the whole CSV, then store it in parts with its job; a bad CSV or an unknown
         segment stores nothing."""
-        checked = await asyncio.to_thread(check_csv, body)
+        checked = await asyncio.to_thread(check_csv, body, self.part_rows)
         now = now_ms()
         item = ContactImport(
             new_id(), principal.team_id, ImportStatus.QUEUED, on_conflict, segment_ids,

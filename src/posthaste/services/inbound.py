@@ -1,12 +1,15 @@
 """Receiving mail (PRODUCT §10): who may be mailed here, and storing what arrives.
 
 ``route`` decides each RCPT: an address at a domain whose owner has receiving on and its MX
-record verified, or a genuine, unexpired VERP address (``bounces+<token>@send.<domain>``) of
-an email sent from ``<domain>``; anything else is refused (never an open relay). ``receive``
-stores a message once per team it is for, in one transaction each, before the server answers
-250: received mail becomes a ``received_email`` with ``email.received``; a message to a VERP
-address is classified (``core.reports``), applied to its email (``services.reports``) and kept
-for inspection, never listed as received mail.
+record verified, a genuine, unexpired VERP address (``bounces+<token>@send.<domain>``) of
+an email sent from ``<domain>``, or a genuine unsubscribe address
+(``unsubscribe+<token>@send.<domain>``, RFC 2369) of mail sent from ``<domain>``; anything else
+is refused (never an open relay). ``receive`` handles a message before the server answers 250:
+received mail becomes a ``received_email`` with ``email.received`` (once per team it is for, in
+one transaction each); a message to a VERP address is classified (``core.reports``), applied to
+its email (``services.reports``) and kept for inspection, never listed as received mail; a
+message to an unsubscribe address unsubscribes the person its token names
+(``services.unsubscribe``, committed before the 250) and is not kept at all.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ from posthaste.core.inbound import (
 from posthaste.core.mail_auth import TEMPERROR, Authentication, with_results_header
 from posthaste.core.models import AttachmentInfo, Event, Principal
 from posthaste.core.reports import Report, classify_report
+from posthaste.core.unsubscribe import MAILTO_PREFIX
 from posthaste.core.verp import read_verp
 from posthaste.errors import NotFound
 from posthaste.services.emails import Page, cursor_page
 from posthaste.services.group_commit import GroupCommit
 from posthaste.services.reports import apply_report
+from posthaste.services.unsubscribe import UnsubscribeService
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import inbound as repo
 from posthaste.storage.database import Database, Tx
@@ -94,11 +99,13 @@ class InboundService:
         db: Database,
         verp: TokenSigner,
         retention_days: int,
+        unsubscribe: UnsubscribeService,
         authenticator: Authenticator | None = None,
         results_host: str = "posthaste",
     ) -> None:
         self.db = db
         self.verp = verp
+        self.unsubscribe = unsubscribe
         self.retention_ms = retention_days * 86_400_000
         self.authenticator: Authenticator = authenticator or NoAuthentication()
         self.results_host = results_host
@@ -115,6 +122,8 @@ class InboundService:
             return None
         if local.startswith(_VERP_PREFIX) and domain.startswith(_BOUNCE_LABEL):
             return await self._verp_mailbox(key, domain.removeprefix(_BOUNCE_LABEL))
+        if local.startswith(MAILTO_PREFIX) and domain.startswith(_BOUNCE_LABEL):
+            return await self._unsubscribe_mailbox(key, local, domain.removeprefix(_BOUNCE_LABEL))
         team_id = await self._receiving_team(domain)
         return None if team_id is None else Mailbox(team_id, key)
 
@@ -139,12 +148,23 @@ class InboundService:
             return None
         return Mailbox(email.team_id, address, email_id)
 
+    async def _unsubscribe_mailbox(self, address: str, local: str, domain: str) -> Mailbox | None:
+        """A genuine unsubscribe token, sent from ``domain``: a forged token, one for a contact
+        or email that is gone, or one on another domain is refused."""
+        team_id = await self.unsubscribe.mailbox_team(local, domain)
+        return None if team_id is None else Mailbox(team_id, address, unsubscribe=local)
+
     async def receive(self, arrival: Arrival) -> list[str]:
-        """Store the message for every team it is for; the ids of what was stored."""
+        """Unsubscribe whom the message's unsubscribe addresses name, and store the message
+        for every team it is for; the ids of what was stored."""
+        for token in dict.fromkeys(m.unsubscribe for m in arrival.mailboxes if m.unsubscribe):
+            await self._unsubscribed(token)
+        if all(m.unsubscribe for m in arrival.mailboxes):
+            return []
         authentication = await self._authenticate(arrival)
         raw = with_results_header(arrival.raw, self.results_host, authentication)
         stored: list[str] = []
-        mail = [m for m in arrival.mailboxes if m.email_id is None]
+        mail = [m for m in arrival.mailboxes if m.email_id is None and m.unsubscribe is None]
         for team_id in dict.fromkeys(m.team_id for m in mail):
             mine = [m.address for m in mail if m.team_id == team_id]
             stored.append(await self._store_received(team_id, arrival, mine, raw, authentication))
@@ -155,6 +175,14 @@ class InboundService:
                 same = [m for m in reports if m.email_id == email_id]
                 stored.append(await self._store_report(same, arrival, raw, report))
         return stored
+
+    async def _unsubscribed(self, token: str) -> None:
+        """Unsubscribe (idempotent); a contact or email deleted since RCPT leaves no one to
+        unsubscribe, and the message is taken all the same."""
+        try:
+            await self.unsubscribe.unsubscribe(token)
+        except NotFound:
+            log.info("inbound: an unsubscribe address named no one by the time of DATA")
 
     async def _authenticate(self, arrival: Arrival) -> Authentication:
         """The checks' results; a check that breaks is a ``temperror``, never lost mail."""

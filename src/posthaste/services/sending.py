@@ -8,14 +8,20 @@ came through, or none for the system's own senders) and the ``Origin``, stored o
 
 Every item goes through named steps, each returning the items with the ones it stopped carrying
 their error (PRODUCT §4's order; authentication and rate limit happen before, at the door):
-parsed → checked (stream, template, domain) → not suppressed → within quota → stored. Concurrent
-calls share one transaction (``GroupCommit``); a failing check stores nothing for its item.
+parsed → checked (stream, template, domain) → not suppressed (nor, on a broadcast stream,
+unsubscribed) → within quota → stored. Concurrent calls share one transaction
+(``GroupCommit``); a failing check stores nothing for its item.
+
+Mail on a broadcast stream, whichever entry point it came through, goes to one recipient and
+carries ``List-Unsubscribe`` and ``List-Unsubscribe-Post`` (RFC 2369, RFC 8058): a broadcast's
+own (naming its contact), the sender's own when given, else ours naming the email
+(``core.unsubscribe``), so that the link unsubscribes exactly the person it was sent to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import orjson
@@ -30,14 +36,17 @@ from posthaste.core.send_request import SendRequest
 from posthaste.core.serialize import email_event_data, email_record
 from posthaste.core.status import EmailStatus, event_for
 from posthaste.core.submission import with_message_id
+from posthaste.core.unsubscribe import UnsubscribeLinks, has_own_list_unsubscribe, header_lines
 from posthaste.errors import (
     DailyQuotaExceeded,
     PosthasteError,
     RecipientSuppressed,
+    RecipientUnsubscribed,
     ValidationError,
 )
 from posthaste.services.group_commit import GroupCommit
 from posthaste.services.idempotency import IdempotencyService, Replay
+from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import limits as limits_repo
 from posthaste.storage import streams as streams_repo
@@ -49,7 +58,8 @@ MAX_EMAILS_PER_TRANSACTION = 1000
 
 Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
 Outcome = Email | PosthasteError
-_Streams = dict[tuple[str, str], bool]  # (team, stream id) → whether it exists, per group
+_Streams = dict[tuple[str, str], str | None]  # (team, stream id) → its type (None: no such stream)
+BROADCAST_STREAM = "broadcast"
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,9 @@ class _Item:
     request: SendRequest | None
     email: Email | None = None
     error: PosthasteError | None = None
+    on_broadcast_stream: bool = False
+    # Header fields the send path added (List-Unsubscribe): a kept submission gets them too.
+    added_headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pending(self) -> bool:
@@ -131,11 +144,13 @@ class SendingService:
         content: ContentResolver,
         senders: SenderPolicy,
         idempotency: IdempotencyService,
+        links: UnsubscribeLinks,
     ) -> None:
         self.db = db
         self.content = content
         self.senders = senders
         self.idempotency = idempotency
+        self.links = links
         self._group: GroupCommit[_Call, list[Outcome]] = GroupCommit(
             self._accept_group,
             weight=lambda call: len(call.items),
@@ -204,6 +219,7 @@ class SendingService:
         streams: _Streams = {}
         items = [await self._checked(tx, item, now, streams) for item in items]
         items = await _unsuppressed(tx, items)
+        items = await _not_unsubscribed(tx, items)
         items = await _within_quota(tx, items, now)
         await _stored(tx, items, now)
         return [[item.outcome() for item in group] for group in _by_call(items, calls)]
@@ -214,13 +230,30 @@ class SendingService:
             return item
         sender, request = item.call.sender, item.request
         try:
-            stream_id = await _stream(tx, sender.team_id, request.stream_id, streams)
+            stream_id, broadcast = await _stream(tx, sender.team_id, request.stream_id, streams)
+            if broadcast:
+                _check_one_recipient(request, stream_id)
             content = await self.content.resolve(tx, sender, request)
             region = await self.senders.region_for(tx, sender, request.from_)
         except PosthasteError as exc:
             return item.stopped(exc)
         email = _build_email(item.call, request, content, stream_id, region, now)
-        return replace(item, email=email)
+        if not broadcast:
+            return replace(item, email=email)
+        return self._with_unsubscribe(replace(item, email=email, on_broadcast_stream=True))
+
+    def _with_unsubscribe(self, item: _Item) -> _Item:
+        """A broadcast-stream email with the sender's own ``List-Unsubscribe`` (a broadcast's,
+        naming its contact, or the caller's) as it is; else with ours, naming the email."""
+        request, email = item.request, item.email
+        assert request is not None and email is not None
+        if has_own_list_unsubscribe(request.headers, request.raw):
+            return item
+        token = self.links.email_token(email.team_id, email.id)
+        added = self.links.headers(token, request.from_.domain)
+        kept = {k: v for k, v in email.headers.items() if k.lower() != "list-unsubscribe-post"}
+        email = replace(email, headers={**kept, **added})
+        return replace(item, email=email, added_headers=added)
 
 
 def _single(outcomes: list[Outcome]) -> Email:
@@ -238,17 +271,29 @@ def _by_call(items: list[_Item], calls: list[_Call]) -> Iterator[list[_Item]]:
         position += len(call.items)
 
 
-async def _stream(tx: Tx, team_id: str, stream_id: str | None, known: _Streams) -> str:
-    """The item's stream, checked once per group (a broadcast's chunk names one stream)."""
+async def _stream(tx: Tx, team_id: str, stream_id: str | None, known: _Streams) -> tuple[str, bool]:
+    """The item's stream and whether it is a broadcast stream, checked once per group (a
+    broadcast's chunk names one stream)."""
     if stream_id is None:
-        return "transactional"
+        return "transactional", False
     if (team_id, stream_id) not in known:
-        known[team_id, stream_id] = (
-            await streams_repo.get_stream(tx, team_id, stream_id) is not None
-        )
-    if not known[team_id, stream_id]:
+        stream = await streams_repo.get_stream(tx, team_id, stream_id)
+        known[team_id, stream_id] = None if stream is None else stream.type
+    kind = known[team_id, stream_id]
+    if kind is None:
         raise ValidationError(f"The stream {stream_id!r} does not exist; see GET /streams.")
-    return stream_id
+    return stream_id, kind == BROADCAST_STREAM
+
+
+def _check_one_recipient(request: SendRequest, stream_id: str) -> None:
+    """Mail on a broadcast stream goes to one person: its unsubscribe link names them alone
+    (one message carries one ``List-Unsubscribe``)."""
+    if len(request.recipients()) != 1:
+        raise ValidationError(
+            f"Mail on the broadcast stream {stream_id!r} goes to one recipient per email (to, "
+            "cc and bcc together), so that its unsubscribe link names only that person; send "
+            "one email per recipient (POST /emails/batch takes 100)."
+        )
 
 
 async def _unsuppressed(tx: Tx, items: list[_Item]) -> list[_Item]:
@@ -275,6 +320,37 @@ def _unless_listed(item: _Item, listed: set[tuple[str, str]]) -> _Item:
                 RecipientSuppressed(
                     f"The recipient {address} is on the suppression list; remove it from "
                     "/suppressions to send to it again."
+                )
+            )
+    return item
+
+
+async def _not_unsubscribed(tx: Tx, items: list[_Item]) -> list[_Item]:
+    """Step 3b: on a broadcast stream, an item whose recipient is one of its team's
+    unsubscribed contacts stops with a 422 naming it (transactional mail still reaches them).
+    One query per team with broadcast-stream items in the group."""
+    by_team: dict[str, set[str]] = {}
+    for item in _pending(items):
+        if item.on_broadcast_stream:
+            assert item.request is not None
+            by_team.setdefault(item.team_id, set()).update(a for a, _ in item.request.recipients())
+    gone: set[tuple[str, str]] = set()
+    for team_id, addresses in by_team.items():
+        found = await contacts_repo.unsubscribed_among(tx, team_id, sorted(addresses))
+        gone.update((team_id, address) for address in found)
+    return [_unless_unsubscribed(item, gone) for item in items] if gone else items
+
+
+def _unless_unsubscribed(item: _Item, gone: set[tuple[str, str]]) -> _Item:
+    if not item.pending or not item.on_broadcast_stream or item.request is None:
+        return item
+    for address, _ in item.request.recipients():
+        if (item.team_id, address) in gone:
+            return item.stopped(
+                RecipientUnsubscribed(
+                    f"The recipient {address} unsubscribed from your broadcast mail (its "
+                    "contact is unsubscribed); it still receives mail on transactional streams. "
+                    "If they subscribe again, PATCH the contact with unsubscribed: false."
                 )
             )
     return item
@@ -339,7 +415,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
                 request.from_.lookup_key,
                 request.recipients(),
                 list(request.attachments),
-                _kept_raw(request, email),
+                _kept_raw(request, email, item.added_headers),
             )
         )
         data = email_event_data(email)
@@ -354,11 +430,15 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
             await IdempotencyService.record(tx, item.team_id, key, body)
 
 
-def _kept_raw(request: SendRequest, email: Email) -> bytes | None:
-    """A relay submission's bytes to keep: one without its own Message-ID gets the email's."""
-    if request.raw is None or request.message_id is not None:
-        return request.raw
-    return with_message_id(request.raw, email.message_id)
+def _kept_raw(request: SendRequest, email: Email, added: Mapping[str, str]) -> bytes | None:
+    """A relay submission's bytes to keep: one without its own Message-ID gets the email's,
+    and the header fields the send path added go on top (signed with the rest on delivery)."""
+    raw = request.raw
+    if raw is None:
+        return None
+    if request.message_id is None:
+        raw = with_message_id(raw, email.message_id)
+    return header_lines(added) + raw if added else raw
 
 
 def _pending(items: list[_Item]) -> Iterator[_Item]:

@@ -1,11 +1,11 @@
 """The inbound SMTP server: the MX of receiving domains and of the bounce domains (PRODUCT §10).
 
 It takes mail from anyone, but only *for* addresses that ``services.inbound.route`` accepts:
-mailboxes at a domain with receiving on and verified, and genuine VERP addresses. Every other
-RCPT gets ``550 5.7.1``: never an open relay. STARTTLS is offered (not required: senders on the
-internet choose); there is no AUTH. ``SIZE`` (40 MiB) is advertised and enforced with 552. A
-message is answered 250 only once it is stored; a failure to store is 451 (the sender keeps
-it and retries).
+mailboxes at a domain with receiving on and verified, and genuine VERP and unsubscribe
+addresses. Every other RCPT (a forged token among them) gets ``550 5.7.1``: never an open
+relay. STARTTLS is offered (not required: senders on the internet choose); there is no AUTH.
+``SIZE`` (40 MiB) is advertised and enforced with 552. A message is answered 250 only once it
+is stored (or its unsubscribe committed); a failure is 451 (the sender keeps it and retries).
 """
 
 from __future__ import annotations

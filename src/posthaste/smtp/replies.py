@@ -31,6 +31,7 @@ class Reply:
 INTERNAL = Reply(451, "4.3.0", "Temporary server error; retry later")
 
 REPLIES: dict[type[errors.PosthasteError], Reply] = {
+    errors.RecipientUnsubscribed: Reply(550, "5.7.1", "A recipient unsubscribed from this mail"),
     errors.RecipientSuppressed: Reply(550, "5.1.1", "A recipient is on the suppression list"),
     errors.ValidationError: Reply(554, "5.6.0", "The message is invalid"),
     errors.MissingApiKey: Reply(530, "5.7.0", "Authentication required"),

@@ -69,6 +69,19 @@ async def contacts_by_keys(tx: Tx, team_id: str, keys: Collection[str]) -> list[
     return [contact_of(row) for row in await tx.conn.execute(query)]
 
 
+async def unsubscribed_among(tx: Tx, team_id: str, keys: Collection[str]) -> set[str]:
+    """Which of the lookup addresses ``keys`` are the team's unsubscribed contacts (one
+    statement; the unique index on the address finds each)."""
+    if not keys:
+        return set()
+    query = select(contacts.c.email_key).where(
+        contacts.c.team_id == team_id,
+        contacts.c.unsubscribed.is_(True),
+        tx.dialect.pick(_AMONG_KEYS)(list(keys)),
+    )
+    return {row.email_key for row in await tx.conn.execute(query)}
+
+
 def _among_keys_postgres(keys: list[str]) -> ColumnElement[bool]:
     # ``IN (SELECT unnest(:keys))``, not ``= ANY(:keys)``: while a big import fills the table,
     # its statistics lag, and a generic plan of ``= ANY`` filtered every contact of the team
