@@ -34,6 +34,7 @@ from posthaste.services.contacts import ContactService
 from posthaste.services.delivery import DeliveryService, DomainTlsRules, TlsRules
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
+from posthaste.services.event_definitions import EventDefinitionService
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
@@ -87,6 +88,7 @@ class Services:
     broadcasts: BroadcastService
     unsubscribe: UnsubscribeService
     automations: AutomationService
+    event_definitions: EventDefinitionService
     automation_steps: StepRunner
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
@@ -215,6 +217,7 @@ def build_services(
         broadcasts=BroadcastService(db, sending, template_content, sender_policy, links),
         unsubscribe=UnsubscribeService(db, links),
         automations=AutomationService(db),
+        event_definitions=EventDefinitionService(db),
         automation_steps=StepRunner(db, sending),
     )
 
