@@ -13,6 +13,7 @@ from posthaste.core.contact_imports import ContactImport, ImportStatus, LineErro
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain, RecordStatus, records_for
+from posthaste.core.event_definitions import EventDefinition
 from posthaste.core.ids import new_id
 from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
 from posthaste.core.models import (
@@ -409,3 +410,11 @@ def automation_runs() -> list[Run]:
         Run(new_id(), TEAM, new_id(), new_id(), new_id(), RunStatus.RUNNING, "pause", {"a": 1},
             None, T0),
     ]  # fmt: skip
+
+
+def event_definitions() -> list[EventDefinition]:
+    schema = {"plan": "string", "seats": "number", "trial": "boolean", "renews": "date"}
+    return [
+        EventDefinition(new_id(), TEAM, "order.paid", schema, T0, T0 + 5),
+        EventDefinition(new_id(), TEAM, "signup", None, T0, T0),
+    ]

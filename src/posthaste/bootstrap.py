@@ -41,6 +41,7 @@ from posthaste.services.delivery import (
 )
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
+from posthaste.services.event_definitions import EventDefinitionService
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
@@ -95,6 +96,7 @@ class Services:
     broadcasts: BroadcastService
     unsubscribe: UnsubscribeService
     automations: AutomationService
+    event_definitions: EventDefinitionService
     automation_steps: StepRunner
     tracking: TrackingService
     workers: list[Worker] = field(default_factory=list)
@@ -239,6 +241,7 @@ def build_services(
         ),
         unsubscribe=unsubscribe,
         automations=AutomationService(db),
+        event_definitions=EventDefinitionService(db),
         automation_steps=StepRunner(db, sending),
         tracking=TrackingService(db, tracking),
     )

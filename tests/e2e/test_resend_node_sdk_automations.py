@@ -105,3 +105,32 @@ def test_a_graph_that_cannot_run_is_a_422(node: NodeBridge) -> None:
     )
     assert answer["error"]["statusCode"] == 422
     assert "exactly one 'trigger'" in answer["error"]["message"]
+
+
+def test_events_defined_with_a_schema(node: NodeBridge) -> None:
+    name = unique("order.paid")
+    schema = {"plan": "string", "total": "number"}
+    created = node.ok("events.create", {"name": name, "schema": schema})
+    assert created["object"] == "event"
+    for ref in (name, created["id"]):
+        got = node.ok("events.get", ref)
+        assert got["id"] == created["id"] and got["schema"] == schema
+    assert created["id"] in [e["id"] for e in node.ok("events.list")["data"]]
+    page = node.ok("events.list", {"limit": 1, "after": created["id"]})
+    assert page["data"] == [] and page["has_more"] is False
+    twice = node.call("events.create", {"name": name})
+    assert twice["error"]["statusCode"] == 409
+
+    changed = {**schema, "trial": "boolean"}
+    assert node.ok("events.update", name, {"schema": changed})["id"] == created["id"]
+    email = f"{unique('bo')}@example.com"
+    refused = node.call("events.send", {"event": name, "email": email, "payload": {"trial": 1}})
+    assert refused["error"]["statusCode"] == 422
+    assert "'payload.trial' must be a boolean" in refused["error"]["message"]
+    sent = node.ok("events.send", {"event": name, "email": email, "payload": {"trial": True}})
+    assert sent == {"object": "event", "event": name}
+
+    assert node.ok("events.update", created["id"], {"schema": None})["id"] == created["id"]
+    removed = node.ok("events.remove", name)
+    assert removed == {"object": "event", "id": created["id"], "deleted": True}
+    assert node.call("events.get", name)["error"]["statusCode"] == 404

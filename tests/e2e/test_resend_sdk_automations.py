@@ -83,3 +83,32 @@ def test_a_graph_that_cannot_run_is_refused(sdk: RunningServer) -> None:
     body["connections"] = []
     with pytest.raises(resend.exceptions.ResendError, match="not reachable"):
         resend.Automations.create({"name": "Broken", **body})
+
+
+def test_events_defined_with_a_schema(sdk: RunningServer) -> None:
+    name = f"order.paid.{uuid.uuid4().hex[:8]}"
+    created = resend.Events.create({"name": name, "schema": {"plan": "string", "total": "number"}})
+    assert created["object"] == "event"
+    for ref in (name, created["id"]):
+        got = resend.Events.get(ref)
+        assert got["id"] == created["id"] and got["schema"] == {"plan": "string", "total": "number"}
+    listed = resend.Events.list({"limit": 100})
+    assert created["id"] in [e["id"] for e in listed["data"]] and listed["has_more"] is False
+    with pytest.raises(resend.exceptions.ResendError, match="already defined"):
+        resend.Events.create({"name": name})
+
+    schema: dict[str, Any] = {"plan": "string", "total": "number", "paid_at": "date"}
+    updated = resend.Events.update({"identifier": name, "schema": schema})
+    assert updated["id"] == created["id"] and resend.Events.get(name)["schema"] == schema
+    email = f"bo-{uuid.uuid4().hex[:8]}@example.com"
+    with pytest.raises(resend.exceptions.ResendError, match=r"'payload\.total' must be a number"):
+        resend.Events.send({"event": name, "email": email, "payload": {"total": "ten"}})
+    good = {"total": 10.5, "paid_at": "2026-11-27T10:00:00Z"}
+    assert resend.Events.send({"event": name, "email": email, "payload": good})["event"] == name
+
+    assert resend.Events.update({"identifier": created["id"], "schema": None})["id"]
+    assert resend.Events.get(name)["schema"] is None
+    removed = resend.Events.remove(name)
+    assert (removed["object"], removed["id"], removed["deleted"]) == ("event", created["id"], True)
+    with pytest.raises(resend.exceptions.ResendError, match="was not found"):
+        resend.Events.get(created["id"])

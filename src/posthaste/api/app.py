@@ -20,6 +20,7 @@ from posthaste.api.routes import (
     custom_events,
     domains,
     emails,
+    event_definitions,
     event_stream,
     health,
     inbound,
@@ -74,6 +75,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(automations.router)
     app.include_router(custom_events.router)
     app.include_router(event_stream.router)
+    app.include_router(event_definitions.router)  # after /events/send and /events/stream
     install_openapi(app)
     install_docs(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads.

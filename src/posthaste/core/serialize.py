@@ -12,6 +12,7 @@ from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.domains import Domain
+from posthaste.core.event_definitions import EventDefinition
 from posthaste.core.ids import format_ms
 from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
 from posthaste.core.models import (
@@ -400,4 +401,16 @@ def run_step_record(step: RunStep) -> dict[str, Any]:
         "output": step.output,
         "error": step.error,
         "created_at": format_ms(step.started_at),
+    }
+
+
+def event_definition_record(definition: EventDefinition) -> dict[str, Any]:
+    """A defined custom event (Resend's event object): its name and payload schema."""
+    return {
+        "object": "event",
+        "id": definition.id,
+        "name": definition.name,
+        "schema": definition.schema,
+        "created_at": format_ms(definition.created_at),
+        "updated_at": format_ms(definition.updated_at),
     }

@@ -7,6 +7,14 @@ the step happened and the job is claimed again after its lease; once it committe
 done and is never executed again. So a ``send_email`` step mails at most once. The steps a
 worker claims together share that transaction (one commit), each in its own savepoint.
 
+The batch's ``send_email`` steps are accepted together: each is prepared in its savepoint (its
+run locked, its email's request built), then every prepared email goes through the send path at
+once (``SendingService.accept_each_in``: one suppression check per team, one insert for the
+lot) and each step's outcome and progress are written, all in one more savepoint. If anything
+in it fails (another worker took a job meanwhile, say), none of those emails or steps is kept
+and the send steps run again one by one, each in its own savepoint, so a step's email still
+commits only with its step.
+
 ``delay`` and ``wait_for_event`` are due times: the step's row is written ``running`` and the
 job is put back, due when the delay ends (or the wait times out); an awaited event moves the job
 to now. An automation that is disabled (or deleted) cancels its runs at their next step.
@@ -32,8 +40,8 @@ from posthaste.core.automations import ConnectionType, Graph, Step, StepType
 from posthaste.core.contacts import Contact, parse_contact_changes
 from posthaste.core.events import EventType
 from posthaste.core.ids import now_ms
-from posthaste.core.models import Job, KeyMode, Origin, Sender
-from posthaste.core.send_request import parse_send_request
+from posthaste.core.models import Email, Job, KeyMode, Origin, Sender
+from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.errors import PosthasteError, RecipientSuppressed
 from posthaste.services.automation_runs import end_run
 from posthaste.services.contacts import record_contact_events
@@ -91,36 +99,68 @@ class _Context:
 
 
 class StepRunner:
-    def __init__(self, db: Database, sending: SendingService, graphs: int = 256) -> None:
+    def __init__(
+        self, db: Database, sending: SendingService, graphs: int = 256, *, together: bool = True
+    ) -> None:
         self.db = db
         self.sending = sending
+        self.together = together  # the batch's send steps accepted together (module docstring)
         self._graphs: OrderedDict[str, Graph] = OrderedDict()  # a version never changes
         self._graph_room = graphs
 
     async def run_steps(self, jobs: list[Job]) -> None:
         """The claimed ``automation_step`` jobs: each run's current step, all in one
         transaction (one commit for the lot), each step in its own savepoint, so a step that
-        raises undoes only itself and its job comes back when its lease runs out."""
+        raises undoes only itself and its job comes back when its lease runs out; the send
+        steps' emails accepted together (module docstring)."""
         async with self.db.transaction() as tx:
+            sends: list[_Send] = []
             for job in jobs:
                 try:
                     async with tx.conn.begin_nested():
-                        await self._run_step(tx, job)
+                        send = await self._run_step(tx, job, together=self.together)
                 except Exception:
                     log.exception("automation step job %s (run %s) failed", job.id, job.ref)
+                else:
+                    if send is not None:
+                        sends.append(send)
+            if sends:
+                await self._send_together(tx, sends)
 
-    async def _run_step(self, tx: Tx, job: Job) -> None:
+    async def _send_together(self, tx: Tx, sends: list[_Send]) -> None:
+        """Accept the prepared emails in one go and complete their steps, in one savepoint;
+        if it fails, each send step again on its own."""
+        try:
+            async with tx.conn.begin_nested():
+                items = [(send.sender, send.request) for send in sends]
+                accepted = await self.sending.accept_each_in(tx, Origin.AUTOMATION, items)
+                for send, outcome in zip(sends, accepted, strict=True):
+                    await _complete(send.context, send.job, send.graph, _sent(outcome))
+            return
+        except Exception:
+            log.warning("%d send steps failed together; one by one", len(sends), exc_info=True)
+        for send in sends:
+            try:
+                async with tx.conn.begin_nested():
+                    await self._run_step(tx, send.job, together=False)
+            except Exception:
+                log.exception("automation step job %s (run %s) failed", send.job.id, send.job.ref)
+
+    async def _run_step(self, tx: Tx, job: Job, *, together: bool) -> _Send | None:
+        """Execute the job's step; a send step ``together`` is only prepared (returned)."""
         assert job.team_id is not None
         now = now_ms()
         run = await repo.get_run(tx, job.team_id, job.ref, lock=True)
         if run is None or run.status is not RunStatus.RUNNING:
-            return await _finish(tx, job)  # cancelled, or its automation deleted
+            await _finish(tx, job)  # cancelled, or its automation deleted
+            return None
         mode = await repo.enabled_mode(tx, run.team_id, run.automation_id)
         if mode is None:  # disabled (or deleted meanwhile)
             await end_run(tx, run, RunStatus.CANCELLED, now)
-            return await _finish(tx, job)
+            await _finish(tx, job)
+            return None
         graph = await self._graph(tx, run.version_id)
-        await self._advance(tx, job, mode, run, graph, now)
+        return await self._advance(tx, job, mode, run, graph, now, together=together)
 
     async def _graph(self, tx: Tx, version_id: str) -> Graph:
         found = self._graphs.get(version_id)
@@ -133,34 +173,59 @@ class StepRunner:
         return found
 
     async def _advance(
-        self, tx: Tx, job: Job, mode: KeyMode, run: Run, graph: Graph, now: int
-    ) -> None:
+        self, tx: Tx, job: Job, mode: KeyMode, run: Run, graph: Graph, now: int, *, together: bool
+    ) -> _Send | None:
         step = None if run.current_step is None else graph.step(run.current_step)
         if step is None:  # a graph of a trigger alone
             await end_run(tx, run, RunStatus.COMPLETED, now)
-            return await _finish(tx, job)
+            await _finish(tx, job)
+            return None
         row = run.step(step.key) or RunStep(
             run.id, step.key, step.type.value, StepStatus.RUNNING, now
         )
-        outcome = await _execute(_Context(tx, self.sending, mode, run, step, row, now))
-        if outcome.wait_until is not None:
-            await repo.save_step(tx, run.team_id, row)
-            await repo.update_run(tx, _waiting(run, step))
-            return await _retry(tx, job, outcome.wait_until)
-        status = StepStatus.FAILED if outcome.error else StepStatus.COMPLETED
-        done = replace(
-            row, status=status, completed_at=now, output=outcome.output, error=outcome.error
-        )
-        await repo.save_step(tx, run.team_id, done)
-        if outcome.error is not None:
-            await end_run(tx, run, RunStatus.FAILED, now, outcome.error)
-            return await _finish(tx, job)
-        following = graph.after(step.key, outcome.branch)
-        if following is None:  # the last step: the run ends with it, no job more
-            await end_run(tx, run, RunStatus.COMPLETED, now)
-            return await _finish(tx, job)
-        await repo.update_run(tx, replace(run, current_step=following, waiting_for=None))
-        await _retry(tx, job, now)
+        context = _Context(tx, self.sending, mode, run, step, row, now)
+        if together and step.type is StepType.SEND_EMAIL:
+            prepared = await _prepared_email(context)
+            if isinstance(prepared, tuple):
+                return _Send(context, job, graph, *prepared)
+            outcome = prepared  # nothing to send (unsubscribed, or the step failed)
+        else:
+            outcome = await _execute(context)
+        await _complete(context, job, graph, outcome)
+        return None
+
+
+@dataclass(frozen=True)
+class _Send:
+    """A send step prepared to be accepted with the batch's others: its email's request."""
+
+    context: _Context
+    job: Job
+    graph: Graph
+    sender: Sender
+    request: SendRequest
+
+
+async def _complete(context: _Context, job: Job, graph: Graph, outcome: Outcome) -> None:
+    """Write what the step did: its row, the run's progress (or end) and its job's next due
+    time (or end), fenced by the job's claim."""
+    tx, run, step, row, now = context.tx, context.run, context.step, context.row, context.now
+    if outcome.wait_until is not None:
+        await repo.save_step(tx, run.team_id, row)
+        await repo.update_run(tx, _waiting(run, step))
+        return await _retry(tx, job, outcome.wait_until)
+    status = StepStatus.FAILED if outcome.error else StepStatus.COMPLETED
+    done = replace(row, status=status, completed_at=now, output=outcome.output, error=outcome.error)
+    await repo.save_step(tx, run.team_id, done)
+    if outcome.error is not None:
+        await end_run(tx, run, RunStatus.FAILED, now, outcome.error)
+        return await _finish(tx, job)
+    following = graph.after(step.key, outcome.branch)
+    if following is None:  # the last step: the run ends with it, no job more
+        await end_run(tx, run, RunStatus.COMPLETED, now)
+        return await _finish(tx, job)
+    await repo.update_run(tx, replace(run, current_step=following, waiting_for=None))
+    await _retry(tx, job, now)
 
 
 def _waiting(run: Run, step: Step) -> Run:
@@ -191,7 +256,23 @@ async def _trigger(context: _Context) -> Outcome:
 
 
 async def _send_email(context: _Context) -> Outcome:
-    contact = await context.contact()
+    """The step on its own: its email accepted through the send path in its savepoint."""
+    prepared = await _prepared_email(context)
+    if not isinstance(prepared, tuple):
+        return prepared
+    sender, request = prepared
+    [outcome] = await context.sending.accept_in(context.tx, sender, Origin.AUTOMATION, [request])
+    return _sent(outcome)
+
+
+async def _prepared_email(context: _Context) -> tuple[Sender, SendRequest] | Outcome:
+    """The email the step sends (its sender and request), or the step's outcome when there is
+    none to send: the contact unsubscribed, or the step failed (contact deleted, a placeholder
+    without a value, a header that would break)."""
+    try:
+        contact = await context.contact()
+    except StepFailed as exc:
+        return Outcome(error=exc.message)
     if contact.unsubscribed:
         return Outcome(output={"email_id": None, "skipped": "unsubscribed"})
     config = dict(context.step.config)
@@ -200,15 +281,20 @@ async def _send_email(context: _Context) -> Outcome:
     )
     team = await teams_repo.get_team(context.tx, context.run.team_id)
     assert team is not None
-    sender = Sender(team, system_mode=context.mode)
     try:
         request = parse_send_request({**config, "to": contact.email, "data": data}, context.now)
-        email = await context.sending.accept_within(context.tx, sender, Origin.AUTOMATION, request)
-    except RecipientSuppressed:
-        return Outcome(output={"email_id": None, "skipped": "suppressed"})
     except PosthasteError as exc:
-        raise StepFailed(exc.message) from None
-    return Outcome(output={"email_id": email.id})
+        return Outcome(error=exc.message)
+    return Sender(team, system_mode=context.mode), request
+
+
+def _sent(outcome: Email | PosthasteError) -> Outcome:
+    """A send step's outcome from its email's: accepted, skipped (suppressed) or failed."""
+    if isinstance(outcome, RecipientSuppressed):
+        return Outcome(output={"email_id": None, "skipped": "suppressed"})
+    if isinstance(outcome, PosthasteError):
+        return Outcome(error=outcome.message)
+    return Outcome(output={"email_id": outcome.id})
 
 
 async def _delay(context: _Context) -> Outcome:

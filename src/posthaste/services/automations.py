@@ -23,6 +23,7 @@ from posthaste.core.models import Principal
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.services.automation_runs import end_run, start_runs
 from posthaste.services.contacts import contacts_created, existing_contact
+from posthaste.services.event_definitions import check_event_payload
 from posthaste.storage import automations as repo
 from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import jobs as jobs_repo
@@ -194,8 +195,10 @@ class AutomationService:
 
     async def send_event(self, principal: Principal, event: CustomEvent) -> None:
         """Start the runs the event triggers and resume the contact's runs waiting for it.
-        An address that is no contact yet becomes one (docs/automations.md)."""
+        A payload its event's schema contradicts is refused first (422, nothing changed); an
+        address that is no contact yet becomes one (docs/automations.md)."""
         async with self.db.transaction() as tx:
+            await check_event_payload(tx, principal.team_id, event.name, event.payload)
             now = now_ms()
             contact = await _event_contact(tx, principal, event, now)
             triggered = await repo.enabled_with_trigger(tx, principal.team_id, event.name)

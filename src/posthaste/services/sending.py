@@ -205,6 +205,16 @@ class SendingService:
         or neither does (a step never mails twice)."""
         return _single(await self.accept_in(tx, sender, origin, [request]))
 
+    async def accept_each_in(
+        self, tx: Tx, origin: Origin, items: Sequence[tuple[Sender, SendRequest]]
+    ) -> list[Outcome]:
+        """Several emails, each for its own sender and each accepted or refused on its own,
+        inside the caller's transaction and with the grouped statements of a batch (one
+        suppression check per team, one insert for them all): the send steps of a claimed batch
+        of automation jobs, stored with the steps' progress."""
+        calls = [_Call(sender, origin, [request]) for sender, request in items]
+        return [outcome for [outcome] in await self._steps(tx, calls, now_ms())]
+
     async def _accept_group(self, calls: list[_Call]) -> list[list[Outcome]]:
         """Every call's items through the steps, stored in one unit of work. When storing the
         emails is the group's only write (no daily quota to count, no response to keep), that

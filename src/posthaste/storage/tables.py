@@ -681,3 +681,19 @@ automation_run_steps = Table(
     Column("output", JSON, nullable=True),
     Column("error", Text, nullable=True),
 )
+
+# Event definitions (Resend's ``/events``): a custom event's name declared with an optional
+# schema that ``POST /events/send`` checks its payload against. Unique name per team.
+
+event_definitions = Table(
+    "event_definitions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team_id", ID, ForeignKey("teams.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("schema", JSON, nullable=True),
+    Column("created_at", MS, nullable=False),
+    Column("updated_at", MS, nullable=False),
+    UniqueConstraint("team_id", "name", name="uq_event_definitions_team_name"),
+    Index("ix_event_definitions_team_created", "team_id", "created_at", "id"),
+)

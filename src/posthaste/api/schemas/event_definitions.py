@@ -1,0 +1,39 @@
+"""Event definition shapes (Resend's ``/events``), for the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FieldType = Literal["string", "number", "boolean", "date"]
+
+
+class CreateEventDefinitionRequest(BaseModel):
+    name: str = Field(examples=["order.paid"], description="The custom event's name")
+    schema_: dict[str, FieldType] | None = Field(
+        None,
+        alias="schema",
+        description="Flat field → type map that POST /events/send checks payloads against",
+    )
+
+
+class UpdateEventDefinitionRequest(BaseModel):
+    schema_: dict[str, FieldType] | None = Field(
+        alias="schema", description="The new schema, or null to clear it"
+    )
+
+
+class EventDefinitionRecord(BaseModel):
+    object: str = "event"
+    id: str
+    name: str
+    schema_: dict[str, FieldType] | None = Field(alias="schema")
+    created_at: str
+    updated_at: str
+
+
+class EventDefinitionList(BaseModel):
+    object: str = "list"
+    data: list[EventDefinitionRecord]
+    has_more: bool = Field(description="More items lie past this page (false for the full set)")

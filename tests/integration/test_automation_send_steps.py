@@ -1,0 +1,175 @@
+"""The send steps of a claimed batch of ``automation_step`` jobs, accepted together through the
+send path and still each at most once; on SQLite and PostgreSQL. The test claims the jobs as a
+worker does and hands the batch to ``StepRunner.run_steps``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event, select, update
+
+from posthaste.bootstrap import Services
+from posthaste.core.ids import now_ms
+from posthaste.core.jobs import JobKind
+from posthaste.core.models import Job
+from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.tables import jobs
+from tests.conftest import Tenant, make_tenant
+
+GRAPH = {
+    "name": "Welcome",
+    "status": "enabled",
+    "steps": [
+        {"key": "start", "type": "trigger", "config": {"event": "contact.created"}},
+        {
+            "key": "mail",
+            "type": "send_email",
+            "config": {"from": "hi@acme.test", "subject": "Hi {{contact.first_name}}", "text": "t"},
+        },
+    ],
+    "connections": [{"from": "start", "to": "mail"}],
+}
+
+
+async def start_runs(
+    client: httpx.AsyncClient, tenant: Tenant, people: list[dict[str, Any]]
+) -> str:
+    """An enabled automation and a contact (so a run) per person; the automation's id."""
+    headers = tenant.headers()
+    created = await client.post("/automations", json=GRAPH, headers=headers)
+    assert created.status_code == 201, created.text
+    for person in people:
+        response = await client.post("/contacts", json=person, headers=headers)
+        assert response.status_code == 201, response.text
+    return str(created.json()["id"])
+
+
+async def claimed(services: Services) -> list[Job]:
+    async with services.db.transaction() as tx:
+        return await jobs_repo.claim(
+            tx, [JobKind.AUTOMATION_STEP], "test-worker", now_ms(), 60_000, 100
+        )
+
+
+async def runs_by_email(
+    client: httpx.AsyncClient, tenant: Tenant, automation_id: str
+) -> dict[str, dict[str, Any]]:
+    """Each run with its steps, by its contact's address."""
+    headers = tenant.headers()
+    path = f"/automations/{automation_id}/runs"
+    found = {}
+    for run in (await client.get(path, headers=headers)).json()["data"]:
+        detail = (await client.get(f"{path}/{run['id']}", headers=headers)).json()
+        contact = await client.get(f"/contacts/{run['contact_id']}", headers=headers)
+        found[contact.json()["email"]] = detail
+    return found
+
+
+async def emails_to(client: httpx.AsyncClient, tenant: Tenant, address: str) -> int:
+    listed = await client.get("/emails", params={"to": address}, headers=tenant.headers())
+    assert listed.status_code == 200, listed.text
+    return len(listed.json()["data"])
+
+
+INSERTS_EMAILS = re.compile(r'INSERT INTO "?emails"? \(', re.IGNORECASE)
+
+
+async def step_jobs(services: Services) -> list[str]:
+    """The runs whose ``automation_step`` job is still queued."""
+    query = select(jobs.c.ref).where(jobs.c.kind == JobKind.AUTOMATION_STEP)
+    async with services.db.read() as tx:
+        return list((await tx.conn.execute(query)).scalars())
+
+
+@contextmanager
+def email_inserts(services: Services) -> Iterator[list[str]]:
+    """The statements inserting into ``emails`` while the block runs (on PostgreSQL one that
+    also stores their events and jobs)."""
+    seen: list[str] = []
+
+    def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        if INSERTS_EMAILS.search(sql):
+            seen.append(sql)
+
+    engine = services.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", statement)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["together", "one-by-one"])
+async def test_a_batch_of_send_steps(
+    client: httpx.AsyncClient, services: Services, together: bool
+) -> None:
+    """Accepted together or one by one, each step ends the same way: mailed once, skipped
+    (suppressed, unsubscribed) or failed, across two teams."""
+    services.automation_steps.together = together
+    ours, theirs = await make_tenant(services), await make_tenant(services)
+    people = [{"email": f"p{n}@example.com", "first_name": f"P{n}"} for n in range(4)]
+    people.append({"email": "gone@example.com", "unsubscribed": True})
+    people.append({"email": "listed@example.com"})
+    added = await client.post(
+        "/suppressions", json={"email": "listed@example.com"}, headers=ours.headers()
+    )
+    assert added.status_code == 201, added.text
+    mine = await start_runs(client, ours, people)
+    other = await start_runs(client, theirs, [{"email": "p0@example.com", "first_name": "Q"}])
+    batch = await claimed(services)
+    assert len(batch) == len(people) + 1
+
+    with email_inserts(services) as inserts:
+        await services.automation_steps.run_steps(batch)
+    assert len(inserts) == (1 if together else 5)  # 4 of ours + 1 of theirs, grouped or not
+
+    runs = await runs_by_email(client, ours, mine)
+    assert {r["status"] for r in runs.values()} == {"completed"}
+    outputs = {address: r["steps"][1]["output"] for address, r in runs.items()}
+    assert outputs["gone@example.com"] == {"email_id": None, "skipped": "unsubscribed"}
+    assert outputs["listed@example.com"] == {"email_id": None, "skipped": "suppressed"}
+    for n in range(4):
+        email_id = outputs[f"p{n}@example.com"]["email_id"]
+        got = await client.get(f"/emails/{email_id}", headers=ours.headers())
+        assert got.json()["subject"] == f"Hi P{n}" and got.json()["to"] == [f"p{n}@example.com"]
+    [their_run] = (await runs_by_email(client, theirs, other)).values()
+    their_email = their_run["steps"][1]["output"]["email_id"]
+    assert (await client.get(f"/emails/{their_email}", headers=theirs.headers())).json()[
+        "subject"
+    ] == "Hi Q"
+    assert await emails_to(client, ours, "p0@example.com") == 1
+    assert await emails_to(client, theirs, "p0@example.com") == 1
+    assert await step_jobs(services) == []
+
+
+async def test_a_step_whose_job_was_taken_is_not_kept_and_the_others_are(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """One job of the batch claimed again by another worker meanwhile: the grouped accept is
+    undone, every other step is executed on its own and mails once; the taken one mails
+    nothing and stays where it was (its new holder executes it)."""
+    people = [{"email": f"p{n}@example.com"} for n in range(3)]
+    automation_id = await start_runs(client, tenant, people)
+    batch = await claimed(services)
+    taken = batch[1]
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(
+            update(jobs).where(jobs.c.id == taken.id).values(attempts=jobs.c.attempts + 1)
+        )
+
+    await services.automation_steps.run_steps(batch)
+
+    runs = await runs_by_email(client, tenant, automation_id)
+    for address, run in runs.items():
+        if run["id"] == taken.ref:
+            assert run["status"] == "running" and [s["key"] for s in run["steps"]] == ["start"]
+            assert await emails_to(client, tenant, address) == 0
+        else:
+            assert run["status"] == "completed" and run["steps"][1]["output"]["email_id"]
+            assert await emails_to(client, tenant, address) == 1
+    assert await step_jobs(services) == [taken.ref]
