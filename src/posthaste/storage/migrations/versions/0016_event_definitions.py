@@ -1,6 +1,6 @@
 """Event definitions: a custom event's name with an optional schema of its payload
 
-Revision ID: 0018
+Revision ID: 0016
 Revises: 0015
 Create Date: 2026-11-27
 """
@@ -10,8 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0018"
-# Chained after this branch's head; at merge it follows the last migration before it.
+revision: str = "0016"
 down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
