@@ -6,6 +6,9 @@ import re
 
 import httpx
 
+from posthaste.api.app import create_app
+from posthaste.bootstrap import Services
+
 ASSET_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
 
 
@@ -39,3 +42,28 @@ async def test_docs_assets_unknown_file_is_404(client: httpx.AsyncClient) -> Non
 
 async def test_redoc_is_off(client: httpx.AsyncClient) -> None:
     assert (await client.get("/redoc")).status_code == 404
+
+
+async def test_the_document_says_which_operations_take_no_key(
+    services: Services, client: httpx.AsyncClient
+) -> None:
+    """Every operation marked ``security: []`` is answered without a key, and every other one
+    is refused without a key: the document states what the API enforces."""
+    document = (await client.get("/openapi.json")).json()
+    public = []
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(services)), base_url="http://posthaste.test"
+    ) as bare:  # no answer check: the point is the status of requests without a key
+        for path, operations in document["paths"].items():
+            url = re.sub(r"\{[^}]+\}", "x", path)
+            for method, operation in operations.items():
+                answer = await bare.request(method.upper(), url)
+                if operation.get("security") == []:
+                    public.append(f"{method.upper()} {path}")
+                    assert answer.status_code != 401, (method, path)
+                else:
+                    assert answer.status_code == 401, (method, path, answer.status_code)
+                    assert answer.json()["name"] == "missing_api_key", (method, path)
+    assert {"GET /healthz", "GET /readyz", "GET /t/o/{token}", "POST /unsubscribe/{token}"} <= set(
+        public
+    )

@@ -13,6 +13,9 @@ from posthaste.api.schemas.common import ErrorBody
 
 _REF = "#/components/schemas/{model}"
 _BODY_MODELS: dict[str, type[BaseModel]] = {}
+# An operation that takes no API key (probes, signed links, tracking, unsubscribe pages): the
+# document's default is the bearer key, so clients and validators would otherwise send one.
+PUBLIC: dict[str, Any] = {"security": []}
 PAGE_LIMIT = "1-100 (else 20): asks for a page instead of the full set"
 
 ERRORS: dict[int | str, dict[str, Any]] = {

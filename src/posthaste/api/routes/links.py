@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from posthaste.api.deps import ServicesDep
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ERRORS, PUBLIC
 from posthaste.api.routes.emails import attachment_download
 
 router = APIRouter(tags=["links"])
@@ -16,6 +16,7 @@ router = APIRouter(tags=["links"])
     "/attachments/{token}",
     summary="Download an attachment by the signed link in its download_url (no key; expires)",
     responses={200: {"content": {"application/octet-stream": {}}}, 404: ERRORS[404]},
+    openapi_extra=PUBLIC,
 )
 async def linked_attachment(token: str, services: ServicesDep) -> Response:
     info, data = await services.emails.download(token)
@@ -27,6 +28,7 @@ async def linked_attachment(token: str, services: ServicesDep) -> Response:
     summary="Download a received attachment by the signed link in its download_url (no key; "
     "expires)",
     responses={200: {"content": {"application/octet-stream": {}}}, 404: ERRORS[404]},
+    openapi_extra=PUBLIC,
 )
 async def linked_received_attachment(token: str, services: ServicesDep) -> Response:
     info, data = await services.received.download(token)
@@ -38,6 +40,7 @@ async def linked_received_attachment(token: str, services: ServicesDep) -> Respo
     summary="Download a received message by the signed link in its raw.download_url (no key; "
     "expires)",
     responses={200: {"content": {"message/rfc822": {}}}, 404: ERRORS[404]},
+    openapi_extra=PUBLIC,
 )
 async def linked_received_raw(token: str, services: ServicesDep) -> Response:
     return Response(await services.received.raw_download(token), media_type="message/rfc822")

@@ -4,12 +4,10 @@ never reach us; the redirect goes only to the URL signed into the token."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ERRORS, PUBLIC
 from posthaste.bootstrap import Services
 from posthaste.services.tracking import TrackingService, Visitor
 
@@ -26,7 +24,6 @@ NOT_STORED = {
     "Expires": "Thu, 01 Jan 1970 00:00:00 GMT",
     "Referrer-Policy": "no-referrer",
 }
-PUBLIC: dict[str, Any] = {"security": []}  # no API key
 
 
 @router.get(

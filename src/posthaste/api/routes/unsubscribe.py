@@ -12,14 +12,19 @@ from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse
 
 from posthaste.api.deps import ServicesDep
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ERRORS, PUBLIC
 from posthaste.api.unsubscribe_page import HEADERS, unsubscribe_page
 
 router = APIRouter(tags=["unsubscribe"])
 PAGE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {}}}, 404: ERRORS[404]}
 
 
-@router.get("/unsubscribe/{token}", summary="The unsubscribe page of a contact", responses=PAGE)
+@router.get(
+    "/unsubscribe/{token}",
+    summary="The unsubscribe page of a contact",
+    responses=PAGE,
+    openapi_extra=PUBLIC,
+)
 async def unsubscribe_form(token: str, services: ServicesDep) -> HTMLResponse:
     preferences = await services.unsubscribe.preferences(token)
     return HTMLResponse(unsubscribe_page(token, preferences), headers=HEADERS)
@@ -29,6 +34,7 @@ async def unsubscribe_form(token: str, services: ServicesDep) -> HTMLResponse:
     "/unsubscribe/{token}",
     summary="Unsubscribe in one click (RFC 8058), or save the topic choices of the page's form",
     responses=PAGE,
+    openapi_extra=PUBLIC,
 )
 async def unsubscribe(token: str, request: Request, services: ServicesDep) -> HTMLResponse:
     form = _form(await request.body(), request.headers.get("content-type", ""))
