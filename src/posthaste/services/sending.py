@@ -20,7 +20,7 @@ own (naming its contact), the sender's own when given, else ours naming the emai
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -309,61 +309,65 @@ def _check_one_recipient(request: SendRequest, stream_id: str) -> None:
 async def _unsuppressed(tx: Tx, items: list[_Item]) -> list[_Item]:
     """Step 3: an item with a recipient on its team's suppression list stops with a 422 naming
     it. One query per team of the group."""
-    by_team: dict[str, set[str]] = {}
-    for item in _pending(items):
-        assert item.request is not None
-        by_team.setdefault(item.team_id, set()).update(a for a, _ in item.request.recipients())
-    listed: set[tuple[str, str]] = set()
-    for team_id, addresses in by_team.items():
-        if addresses:
-            found = await suppressions_repo.find_listed(tx, team_id, sorted(addresses))
-            listed.update((team_id, address) for address in found)
-    return [_unless_listed(item, listed) for item in items] if listed else items
-
-
-def _unless_listed(item: _Item, listed: set[tuple[str, str]]) -> _Item:
-    if not item.pending or item.request is None:
-        return item
-    for address, _ in item.request.recipients():
-        if (item.team_id, address) in listed:
-            return item.stopped(
-                RecipientSuppressed(
-                    f"The recipient {address} is on the suppression list; remove it from "
-                    "/suppressions to send to it again."
-                )
-            )
-    return item
+    listed = await _recipients_found(tx, list(_pending(items)), suppressions_repo.find_listed)
+    return [_stopped_if_among(item, listed, _suppressed) for item in items] if listed else items
 
 
 async def _not_unsubscribed(tx: Tx, items: list[_Item]) -> list[_Item]:
     """Step 3b: on a broadcast stream, an item whose recipient is one of its team's
     unsubscribed contacts stops with a 422 naming it (transactional mail still reaches them).
     One query per team with broadcast-stream items in the group."""
+    broadcast = [item for item in _pending(items) if item.on_broadcast_stream]
+    gone = await _recipients_found(tx, broadcast, contacts_repo.unsubscribed_among)
+    if not gone:
+        return items
+    return [
+        _stopped_if_among(item, gone, _unsubscribed) if item.on_broadcast_stream else item
+        for item in items
+    ]
+
+
+async def _recipients_found(
+    tx: Tx, items: list[_Item], lookup: Callable[[Tx, str, list[str]], Awaitable[Iterable[str]]]
+) -> set[tuple[str, str]]:
+    """``(team, address)`` of the items' recipients that ``lookup`` finds among each team's
+    addresses: one query per team."""
     by_team: dict[str, set[str]] = {}
-    for item in _pending(items):
-        if item.on_broadcast_stream:
-            assert item.request is not None
-            by_team.setdefault(item.team_id, set()).update(a for a, _ in item.request.recipients())
-    gone: set[tuple[str, str]] = set()
+    for item in items:
+        assert item.request is not None
+        by_team.setdefault(item.team_id, set()).update(a for a, _ in item.request.recipients())
+    found: set[tuple[str, str]] = set()
     for team_id, addresses in by_team.items():
-        found = await contacts_repo.unsubscribed_among(tx, team_id, sorted(addresses))
-        gone.update((team_id, address) for address in found)
-    return [_unless_unsubscribed(item, gone) for item in items] if gone else items
+        if addresses:
+            found.update((team_id, a) for a in await lookup(tx, team_id, sorted(addresses)))
+    return found
 
 
-def _unless_unsubscribed(item: _Item, gone: set[tuple[str, str]]) -> _Item:
-    if not item.pending or not item.on_broadcast_stream or item.request is None:
+def _stopped_if_among(
+    item: _Item, found: set[tuple[str, str]], error: Callable[[str], PosthasteError]
+) -> _Item:
+    """The pending item stopped with ``error(address)`` for its first recipient in ``found``."""
+    if not item.pending or item.request is None:
         return item
     for address, _ in item.request.recipients():
-        if (item.team_id, address) in gone:
-            return item.stopped(
-                RecipientUnsubscribed(
-                    f"The recipient {address} unsubscribed from your broadcast mail (its "
-                    "contact is unsubscribed); it still receives mail on transactional streams. "
-                    "If they subscribe again, PATCH the contact with unsubscribed: false."
-                )
-            )
+        if (item.team_id, address) in found:
+            return item.stopped(error(address))
     return item
+
+
+def _suppressed(address: str) -> PosthasteError:
+    return RecipientSuppressed(
+        f"The recipient {address} is on the suppression list; remove it from /suppressions to "
+        "send to it again."
+    )
+
+
+def _unsubscribed(address: str) -> PosthasteError:
+    return RecipientUnsubscribed(
+        f"The recipient {address} unsubscribed from your broadcast mail (its contact is "
+        "unsubscribed); it still receives mail on transactional streams. If they subscribe "
+        "again, PATCH the contact with unsubscribed: false."
+    )
 
 
 async def _within_quota(tx: Tx, items: list[_Item], now: int) -> list[_Item]:
