@@ -279,8 +279,8 @@ async def _translate_db_errors() -> AsyncIterator[None]:
         yield
     except _UNREACHABLE as exc:
         raise ServiceUnavailable("The database is unreachable; retry shortly.") from exc
-    except OperationalError as exc:
-        if _is_connection_problem(exc):
+    except DBAPIError as exc:
+        if _is_unavailable(exc):
             raise ServiceUnavailable("The database is unreachable; retry shortly.") from exc
         raise
 
@@ -291,7 +291,9 @@ _UNREACHABLE = (
     ConnectionError,
     asyncpg.CannotConnectNowError,
     asyncpg.PostgresConnectionError,  # the connection is gone (class 08)
-    asyncpg.exceptions.AdminShutdownError,  # the server ended it
+    asyncpg.exceptions.AdminShutdownError,  # the server ended it (57P01)
+    asyncpg.exceptions.CrashShutdownError,  # ... after another backend crashed (57P02)
+    asyncpg.exceptions.TooManyConnectionsError,  # 53300
 )
 
 
@@ -299,6 +301,25 @@ def _gone(driver: asyncpg.Connection | None) -> bool:
     return driver is None or driver.is_closed()
 
 
-def _is_connection_problem(exc: OperationalError) -> bool:
-    message = str(exc.orig).lower()
-    return any(marker in message for marker in ("connect", "unable to open", "database is locked"))
+def _is_unavailable(exc: DBAPIError) -> bool:
+    """A failure of the database itself rather than of the statement: the connection was lost
+    or refused (SQLAlchemy wraps asyncpg's error, e.g. 57P03 "the database system is starting
+    up" while a connection is made), or SQLite cannot write now (locked, disk full, I/O)."""
+    if exc.connection_invalidated:
+        return True
+    original = exc.orig
+    if isinstance(original, _UNREACHABLE) or isinstance(original.__cause__, _UNREACHABLE):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    message = str(original).lower()
+    return any(marker in message for marker in _SQLITE_UNAVAILABLE)
+
+
+_SQLITE_UNAVAILABLE = (
+    "connect",
+    "unable to open",
+    "database is locked",
+    "disk is full",
+    "disk i/o",
+)

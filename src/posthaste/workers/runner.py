@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Job
+from posthaste.errors import ServiceUnavailable
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database
 
@@ -134,6 +135,8 @@ class Worker:
     ) -> None:
         try:
             await handler(group)
+        except ServiceUnavailable as exc:  # the database is away: no stack trace, it will return
+            log.warning("a batch of %d %s jobs waits: %s", len(group), group[0].kind, exc.message)
         except Exception:
             # As for one job: the leases run out and the jobs are claimed again.
             log.exception("a batch of %d %s jobs failed", len(group), group[0].kind)
@@ -145,6 +148,8 @@ class Worker:
     async def _run_one(self, job: Job, held: dict[int, Job]) -> None:
         try:
             await self.handlers[job.kind](job)
+        except ServiceUnavailable as exc:
+            log.warning("job %s (%s %s) waits: %s", job.id, job.kind, job.ref, exc.message)
         except Exception:
             # The lease runs out and the job is claimed again; the handler decides when to give up.
             log.exception("job %s (%s %s) failed", job.id, job.kind, job.ref)
