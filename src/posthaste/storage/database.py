@@ -308,7 +308,8 @@ def _is_unavailable(exc: DBAPIError) -> bool:
     if exc.connection_invalidated:
         return True
     original = exc.orig
-    if isinstance(original, _UNREACHABLE) or isinstance(original.__cause__, _UNREACHABLE):
+    cause = original.__cause__ if original is not None else None
+    if isinstance(original, _UNREACHABLE) or isinstance(cause, _UNREACHABLE):
         return True
     if not isinstance(exc, OperationalError):
         return False
