@@ -67,3 +67,33 @@ async def test_the_document_says_which_operations_take_no_key(
     assert {"GET /healthz", "GET /readyz", "GET /t/o/{token}", "POST /unsubscribe/{token}"} <= set(
         public
     )
+
+
+async def test_a_method_not_allowed_names_the_methods_that_are(
+    services: Services, client: httpx.AsyncClient
+) -> None:
+    """RFC 9110: a 405 carries ``Allow``, listing every method the path answers, also where a
+    route per method serves the path (``GET /emails`` and ``POST /emails``); it equals what the
+    document says of the path."""
+    document = (await client.get("/openapi.json")).json()
+    templates = {
+        re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"): set(ops)
+        for path, ops in document["paths"].items()
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(services)), base_url="http://posthaste.test"
+    ) as bare:
+        checked = 0
+        for path in document["paths"]:
+            url = re.sub(r"\{[^}]+\}", "x", path)
+            documented = set().union(*(ops for regex, ops in templates.items() if regex.match(url)))
+            refused = sorted({"get", "post", "put", "patch", "delete"} - documented)
+            if not refused:
+                continue
+            answer = await bare.request(refused[0].upper(), url)
+            assert answer.status_code == 405, (refused[0], url, answer.text)
+            assert answer.json()["name"] == "method_not_allowed"
+            allowed = {method.strip().lower() for method in answer.headers["allow"].split(",")}
+            assert allowed == documented, (url, answer.headers["allow"])
+            checked += 1
+    assert checked > 40

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 
 import orjson
 from fastapi import FastAPI, Request
@@ -85,18 +86,39 @@ async def _on_request_validation(_request: Request, exc: Exception) -> Response:
     return error_response(ValidationError("; ".join(problems) or "The request is invalid."))
 
 
-async def _on_http_error(_request: Request, exc: Exception) -> Response:
+async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         return error_response(NotFound("No such endpoint; see /docs for the API."))
     if exc.status_code == 405:
-        return error_response(MethodNotAllowed())
+        response = error_response(MethodNotAllowed())
+        response.headers["Allow"] = ", ".join(allowed_methods(request.app, request.url.path))
+        return response
     error = PosthasteError(str(exc.detail))
     return Response(
         orjson.dumps({"statusCode": exc.status_code, "name": error.name, "message": error.message}),
         status_code=exc.status_code,
         media_type="application/json",
     )
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method some route of ``path`` answers (RFC 9110: a 405 carries ``Allow``). Starlette
+    names only the first route whose path matched, and a path such as ``/emails`` is served by a
+    route per method."""
+    methods: set[str] = set()
+    for route in _routes(app.router.routes):
+        regex, own = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and own and regex.match(path):
+            methods.update(own)
+    return sorted(methods)
+
+
+def _routes(routes: Iterable[object]) -> Iterator[object]:
+    for route in routes:
+        # FastAPI keeps an included router's routes behind one entry of the app's list.
+        inner = getattr(route, "original_router", None)
+        yield from _routes(inner.routes) if inner is not None else (route,)
 
 
 def install_error_handlers(app: FastAPI) -> None:
