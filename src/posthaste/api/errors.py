@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
 import orjson
@@ -103,15 +104,17 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
-    """Every method some route of ``path`` answers (RFC 9110: a 405 carries ``Allow``). Starlette
+    """The methods of the resource at ``path`` (RFC 9110: a 405 carries ``Allow``). Starlette
     names only the first route whose path matched, and a path such as ``/emails`` is served by a
-    route per method."""
-    methods: set[str] = set()
+    route per method. Of the routes whose path matches, those of the most specific path count
+    (fewest parameters): ``/contacts/imports`` is its own resource, not a contact named
+    "imports", as the document describes it."""
+    matching: dict[int, set[str]] = defaultdict(set)
     for route in _routes(app.router.routes):
         regex, own = getattr(route, "path_regex", None), getattr(route, "methods", None)
         if regex is not None and own and regex.match(path):
-            methods.update(own)
-    return sorted(methods)
+            matching[len(getattr(route, "param_convertors", ()))].update(own)
+    return sorted(matching[min(matching)]) if matching else []
 
 
 def _routes(routes: Iterable[object]) -> Iterator[object]:
