@@ -46,6 +46,7 @@ from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.ratelimit import RateLimiter
+from posthaste.services.retention import RetentionService
 from posthaste.services.segments import SegmentService
 from posthaste.services.senders import DomainSenders
 from posthaste.services.sending import ContentResolver, SenderPolicy, SendingService
@@ -99,6 +100,7 @@ class Services:
     event_definitions: EventDefinitionService
     automation_steps: StepRunner
     tracking: TrackingService
+    retention: RetentionService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -244,6 +246,7 @@ def build_services(
         event_definitions=EventDefinitionService(db),
         automation_steps=StepRunner(db, sending),
         tracking=TrackingService(db, tracking),
+        retention=RetentionService(db, settings.retention_days),
     )
 
 

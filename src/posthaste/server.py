@@ -140,6 +140,7 @@ async def serve(settings: Settings, supervised: Supervised | None = None) -> int
     try:
         if supervised is None:
             await announce_bootstrap(services)
+            await services.retention.ensure_scheduled()
         roles.start()
         await services.db.start_listening()
         settle_heap()
@@ -245,6 +246,7 @@ async def prepare(settings: Settings) -> int:
     services = build_services(settings)
     try:
         await announce_bootstrap(services)
+        await services.retention.ensure_scheduled()
     finally:
         await services.close()
     if settings.smtp_relay_port or settings.smtp_relay_tls_port or settings.smtp_inbound_port:

@@ -27,6 +27,7 @@ from posthaste.core.dkim import sign_message
 from posthaste.core.inbound import MAX_INBOUND_BYTES
 from posthaste.core.verp import verp_address
 from posthaste.server import Roles
+from posthaste.services.retention import DAY_MS, RetentionService
 from posthaste.smtp.inbound import InboundServer
 from posthaste.smtp.session import Listener
 from posthaste.smtp.tls import CERT_FILENAME
@@ -36,6 +37,7 @@ from tests.conftest import Tenant, make_tenant
 from tests.dkim_keys import dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import verified_domain
+from tests.integration.test_retention import make_due, next_millisecond
 from tests.webhook_receiver import eventually, running_receiver
 
 PDF = bytes(range(256)) * 40 + b"%%EOF\r\n\x00\xff"
@@ -441,3 +443,28 @@ async def test_the_inbound_role_runs_the_mx_alone(
         await services.close()
     [item] = (await get(client, tenant, "/emails/received")).json()["data"]
     assert item["received_for"] == ["help@acme.test"]
+
+
+async def test_the_retention_purge_removes_old_received_content(
+    mx: Mx, client: httpx.AsyncClient, services: Services, tenant: Tenant, receiving: dict[str, Any]
+) -> None:
+    """Bodies, raw message and attachment list of received mail older than the retention period
+    go; the record stays with its envelope, addresses and subject; newer mail is untouched."""
+    assert (await send(mx, multipart(), ["support@acme.test"]))[0] == 250
+    cut = await next_millisecond()
+    assert (await send(mx, multipart(), ["support@acme.test"]))[0] == 250
+    new, old = (await get(client, tenant, "/emails/received")).json()["data"]  # newest first
+    services.retention = RetentionService(services.db, 30, clock=lambda: cut + 30 * DAY_MS)
+    await services.retention.ensure_scheduled()
+    await make_due(services)
+    await services.make_worker().run_until_idle()
+
+    record = (await get(client, tenant, f"/emails/received/{old['id']}")).json()
+    assert record["subject"] == "Réclamation: commande n° 42 ☃"
+    assert record["received_for"] == ["support@acme.test"]
+    assert record["html"] is None and record["text"] is None and record["attachments"] == []
+    raw = await client.get(f"/emails/received/{old['id']}/raw", headers=tenant.headers("live"))
+    assert raw.status_code == 404, raw.text
+    record = (await get(client, tenant, f"/emails/received/{new['id']}")).json()
+    assert record["text"] == "Bonjour,\nvoici la facture.\n" and len(record["attachments"]) == 2
+    assert (await get(client, tenant, f"/emails/received/{new['id']}/raw")).content

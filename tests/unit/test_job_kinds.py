@@ -26,4 +26,5 @@ def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
         "import_contacts",
         "expand_broadcast",
         "automation_step",
+        "purge",
     }

@@ -17,6 +17,13 @@ def new_id() -> str:
     return str(uuid_utils.uuid7())
 
 
+def id_floor(ms: int) -> str:
+    """The smallest UUIDv7 minted at ``ms``: every id made before that millisecond sorts below
+    it, every id made from it on sorts at or above (the retention purge's range bound)."""
+    stamp = f"{max(ms, 0):012x}"[-12:]
+    return f"{stamp[:8]}-{stamp[8:]}-7000-8000-000000000000"
+
+
 def is_uuid(value: str) -> bool:
     """True when ``value`` is a canonical UUID string (any version)."""
     try:

@@ -19,3 +19,4 @@ class JobKind(StrEnum):
     AUTOMATION_STEP = (
         "automation_step"  # run the next step of an automation run (workers/automations.py)
     )
+    PURGE = "purge"  # delete what is older than the retention period (workers/retention.py)

@@ -100,6 +100,38 @@ async def retry_at(tx: Tx, job: Job, available_at: int) -> bool:
     return updated
 
 
+async def note(tx: Tx, job: Job, ref: str, available_at: int | None = None) -> bool:
+    """A recurring job we hold writes its progress into its ``ref``; with ``available_at`` it is
+    released too, due again then. False when our lease was lost to another worker."""
+    values: dict[str, Any] = {"ref": ref}
+    if available_at is not None:
+        values.update(available_at=available_at, locked_by=None)
+    query = update(jobs).where(jobs.c.id == job.id, jobs.c.attempts == job.attempts).values(values)
+    return bool((await tx.conn.execute(query)).rowcount)
+
+
+async def ensure(tx: Tx, kind: str, ref: str, prefix: str, now: int) -> bool:
+    """Enqueue a recurring job unless one of ``kind`` whose ref starts with ``prefix`` exists.
+    Two processes starting at once may both add one; the job removes its twins when it runs
+    (``settle_twins``)."""
+    existing = select(jobs.c.id).where(jobs.c.kind == kind, jobs.c.ref.startswith(prefix))
+    if (await tx.conn.execute(existing.limit(1))).first() is not None:
+        return False
+    await enqueue(tx, kind, ref, None, now, now)
+    return True
+
+
+async def settle_twins(tx: Tx, job: Job, prefix: str) -> bool:
+    """Of the jobs of ``job``'s kind whose ref starts with ``prefix``, the oldest (lowest id)
+    is the one: delete the younger ones; False when ``job`` is not the oldest."""
+    twins = (jobs.c.kind == job.kind, jobs.c.ref.startswith(prefix))
+    elder = select(jobs.c.id).where(*twins, jobs.c.id < job.id).limit(1)
+    if (await tx.conn.execute(elder)).first() is not None:
+        return False
+    await tx.conn.execute(delete(jobs).where(*twins, jobs.c.id > job.id))
+    return True
+
+
 async def move(tx: Tx, kind: str, ref: str, available_at: int) -> int:
     """Make the pending jobs of ``(kind, ref)`` due at another time (rescheduling)."""
     query = (

@@ -13,7 +13,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from posthaste.core.jobs import JobKind
-from posthaste.workers import automations, broadcasts, contact_imports, delivery, domain_checks
+from posthaste.workers import (
+    automations,
+    broadcasts,
+    contact_imports,
+    delivery,
+    domain_checks,
+    retention,
+)
 from posthaste.workers.runner import BatchHandler, Handler
 
 if TYPE_CHECKING:
@@ -41,6 +48,7 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
         JobKind.IMPORT_CONTACTS: OneByOne(contact_imports.import_contacts),
         JobKind.EXPAND_BROADCAST: OneByOne(broadcasts.expand_broadcast),
         JobKind.AUTOMATION_STEP: Batched(automations.run_automation_steps),
+        JobKind.PURGE: OneByOne(retention.purge),
     }
 )
 
