@@ -18,7 +18,7 @@ from posthaste.core.attachment_links import (
     RECEIVED_LINK_PURPOSE,
     AttachmentLinks,
 )
-from posthaste.core.crypto import SecretBox
+from posthaste.core.crypto import WEBHOOK_SECRET_PURPOSE, SecretBox
 from posthaste.core.dkim import SigningKeys
 from posthaste.core.templates import ParseCache
 from posthaste.core.tracking import TrackingLinks
@@ -65,8 +65,6 @@ from posthaste.storage.migrate import upgrade_to_head
 from posthaste.workers.kinds import build_handlers
 from posthaste.workers.runner import Worker
 from posthaste.workers.webhooks import CLAIM_ROUNDS, DispatchPolicy, WebhookDispatcher
-
-WEBHOOK_SECRET_PURPOSE = "webhook-secret"
 
 
 @dataclass
@@ -133,7 +131,7 @@ class Services:
             lease_ms=int(lease * 1000),
             **options,  # type: ignore[arg-type]
         )
-        box = SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE)
+        box = SecretBox(settings.secret_keys, WEBHOOK_SECRET_PURPOSE)
         dispatcher = WebhookDispatcher(self.db, client, box, policy)
         self.dispatchers.append(dispatcher)
         return dispatcher
@@ -169,11 +167,11 @@ def build_services(
     api_keys = ApiKeyService(db)
     template_content = TemplateContent(parsed_templates)
     sender_policy = senders or DomainSenders(db, settings.default_region)
-    links = UnsubscribeLinks(settings.secret_key, settings.public_url)
+    links = UnsubscribeLinks(settings.secret_keys, settings.public_url)
     sending = SendingService(db, content or template_content, sender_policy, idempotency, links)
     unsubscribe = UnsubscribeService(db, links)
     unsubscribe_pages = (links.url_of(""),)  # never tracked
-    tracking = TrackingLinks(settings.secret_key, settings.public_url, untracked=unsubscribe_pages)
+    tracking = TrackingLinks(settings.secret_keys, settings.public_url, untracked=unsubscribe_pages)
     return Services(
         settings=settings,
         db=db,
@@ -181,7 +179,7 @@ def build_services(
         teams=TeamService(db, api_keys),
         api_keys=api_keys,
         sending=sending,
-        emails=EmailQueries(db, AttachmentLinks(settings.secret_key, settings.public_url)),
+        emails=EmailQueries(db, AttachmentLinks(settings.secret_keys, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
         streams=StreamService(db),
@@ -190,7 +188,7 @@ def build_services(
             db,
             transports,
             settings.delivery_retry_schedule,
-            verp_signer(settings.secret_key),
+            verp_signer(settings.secret_keys),
             signing_keys or domains,
             tls_rules or DomainTlsRules(domains),
             tracking,
@@ -201,7 +199,7 @@ def build_services(
         domains=domains,
         webhooks=WebhookService(
             db,
-            SecretBox(settings.secret_key, WEBHOOK_SECRET_PURPOSE),
+            SecretBox(settings.secret_keys, WEBHOOK_SECRET_PURPOSE),
             HostLookup(settings.dns_nameservers),
             allow_private=settings.webhook_allow_private,
         ),
@@ -212,7 +210,7 @@ def build_services(
         topics=TopicService(db),
         inbound=InboundService(
             db,
-            verp_signer(settings.secret_key),
+            verp_signer(settings.secret_keys),
             settings.retention_days,
             unsubscribe,
             MessageAuthenticator(Resolver(settings.dns_nameservers)),
@@ -221,13 +219,13 @@ def build_services(
         received=ReceivedQueries(
             db,
             AttachmentLinks(
-                settings.secret_key,
+                settings.secret_keys,
                 settings.public_url,
                 purpose=RECEIVED_LINK_PURPOSE,
                 path="received-attachments",
             ),
             AttachmentLinks(
-                settings.secret_key,
+                settings.secret_keys,
                 settings.public_url,
                 purpose=RAW_LINK_PURPOSE,
                 path="received-raw",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from posthaste.config import Settings
+from posthaste.config.sources import SECRET_KEY_FILENAME
 from posthaste.core.api_keys import MAX_NAME_LENGTH, NewApiKey
 from posthaste.core.ids import format_ms
 from posthaste.core.models import KeyMode, Permission
@@ -63,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--team", required=True)
     revoke = keys.add_parser("revoke")
     revoke.add_argument("id")
+    keys.add_parser(
+        "rotate-secret",
+        help="a new secret key (kept in the data dir) or, with POSTHASTE_SECRET_KEY set, the "
+        "configured one: stored secrets are sealed again with it; the previous keys stay valid",
+    )
     return parser
 
 
@@ -117,6 +123,8 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         print("database is up to date")
         return 0
     await migrate(settings)
+    if args.command == "keys" and args.action == "rotate-secret":
+        return await _rotate_secret(settings)
     services = build_services(settings)
     try:
         if args.command == "teams":
@@ -124,6 +132,51 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return await _keys(services, args)
     finally:
         await services.close()
+
+
+async def _rotate_secret(settings: Settings) -> int:
+    """The secret key's rotation (docs/deploying.md#rotating-the-secret-key): with the key kept
+    in the data dir, a new one replaces it and the old one moves to ``secret.key.previous``;
+    with a configured key, the operator has set the new one and the previous ones already. Then
+    every stored secret is sealed again with the current key."""
+    from posthaste.config.sources import rotate_secret_key_file
+    from posthaste.services.secret_keys import reseal
+
+    if _key_from_data_dir(settings):
+        rotate_secret_key_file(settings.data_dir)
+        settings = Settings.load()
+        print(f"new secret key in {settings.data_dir / SECRET_KEY_FILENAME}; the previous one")
+        print("stays valid (secret.key.previous). Restart `posthaste serve` to sign with it.")
+    elif not settings.secret_key_previous:
+        raise ConfigError(
+            "POSTHASTE_SECRET_KEY_PREVIOUS: required to rotate a configured key: set "
+            "POSTHASTE_SECRET_KEY to the new key and POSTHASTE_SECRET_KEY_PREVIOUS to the old "
+            "one on every process, restart them, then run this command"
+        )
+    from posthaste.bootstrap import build_services
+
+    services = build_services(settings)
+    try:
+        done = await reseal(services.db, settings.secret_keys)
+    finally:
+        await services.close()
+    print(
+        f"sealed again with the current key: {done.dkim_keys} DKIM keys, "
+        f"{done.webhook_secrets} webhook secrets"
+    )
+    if done.unreadable:
+        print(f"{done.unreadable} secrets open with no key of the ring (see the log)")
+        return 1
+    return 0
+
+
+def _key_from_data_dir(settings: Settings) -> bool:
+    """Whether the secret key is the one kept in the data dir (not configured)."""
+    path = settings.data_dir / SECRET_KEY_FILENAME
+    try:
+        return path.read_text(encoding="utf-8").strip() == settings.secret_key
+    except OSError:
+        return False
 
 
 async def _serve(settings: Settings, args: argparse.Namespace) -> int:

@@ -433,6 +433,15 @@ def test_short_secret_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
     assert message == "POSTHASTE_SECRET_KEY: expected at least 32 characters, got 8"
 
 
+def test_previous_secret_keys_follow_the_current_one_in_the_ring(tmp_path: Path) -> None:
+    old, older = "o" * 40, "p" * 40
+    settings = load(tmp_path, SECRET_KEY=SECRET, SECRET_KEY_PREVIOUS=f"{old}, {older},")
+    assert settings.secret_keys == (SECRET, old, older)
+    assert old not in repr(settings)
+    message = config_error(tmp_path, SECRET_KEY=SECRET, SECRET_KEY_PREVIOUS=f"{old},short")
+    assert message == "POSTHASTE_SECRET_KEY_PREVIOUS: expected at least 32 characters, got 5"
+
+
 def test_secret_key_file_is_created_with_mode_0600_and_reused(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     first = Settings.load({"POSTHASTE_DATA_DIR": str(data_dir)})

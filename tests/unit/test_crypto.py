@@ -59,3 +59,30 @@ def test_tampered_or_foreign_tokens_do_not_verify() -> None:
 @given(st.text(max_size=80))
 def test_junk_never_raises(junk: str) -> None:
     assert TokenSigner(KEY, "verp").verify(junk) is None
+
+
+OLD, NEW = "o" * 40, "n" * 40
+
+
+def test_a_key_ring_seals_with_its_first_key_and_opens_with_any() -> None:
+    sealed_before = SecretBox(OLD, "dkim-key").encrypt(b"pem")
+    ring = SecretBox((NEW, OLD), "dkim-key")
+    assert ring.decrypt(sealed_before) == b"pem"
+    assert SecretBox(NEW, "dkim-key").decrypt(ring.encrypt(b"now")) == b"now"
+    resealed = ring.reseal(sealed_before)
+    assert resealed is not None and SecretBox(NEW, "dkim-key").decrypt(resealed) == b"pem"
+    assert ring.reseal(resealed) is None  # already sealed with the current key
+    with pytest.raises(DecryptionError):
+        SecretBox(NEW, "dkim-key").decrypt(sealed_before)
+
+
+def test_a_key_ring_signs_with_its_first_key_and_verifies_with_any() -> None:
+    before = TokenSigner(OLD, "verp").sign(b"payload")
+    ring = TokenSigner((NEW, OLD), "verp")
+    assert ring.verify(before) == b"payload"
+    assert TokenSigner(NEW, "verp").verify(before) is None  # the old key gone: no longer valid
+    assert TokenSigner(NEW, "verp").verify(ring.sign(b"now")) == b"now"
+    assert ring.matches(b"payload", TokenSigner(OLD, "verp").digest(b"payload"))
+    assert not ring.matches(b"payload", TokenSigner("x" * 40, "verp").digest(b"payload"))
+    with pytest.raises(ValueError):
+        TokenSigner((), "verp")

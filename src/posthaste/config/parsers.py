@@ -109,6 +109,11 @@ def parse_secret_key(text: str) -> str:
     return key
 
 
+def parse_secret_keys(text: str) -> tuple[str, ...]:
+    """Secret keys separated by commas (the previous keys of a rotation), each a valid key."""
+    return tuple(parse_secret_key(part) for part in text.split(",") if part.strip())
+
+
 def parse_roles(text: str) -> Roles:
     """What a process runs: ``all``, or roles separated by commas (``api,smtp``)."""
     names = [name.strip() for name in text.strip().lower().split(",")]

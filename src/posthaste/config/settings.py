@@ -41,10 +41,17 @@ from posthaste.config.parsers import (
     parse_retention_days,
     parse_roles,
     parse_secret_key,
+    parse_secret_keys,
     parse_smtp_url,
     redact,
 )
-from posthaste.config.sources import RegionTable, Sources, load_or_create_secret_key, read_sources
+from posthaste.config.sources import (
+    RegionTable,
+    Sources,
+    load_or_create_secret_key,
+    read_previous_secret_keys,
+    read_sources,
+)
 from posthaste.core.durations import parse_schedule
 from posthaste.errors import ConfigError
 
@@ -123,6 +130,8 @@ class Settings:
     webhook_allow_private: bool = False
     delivery_retry_schedule: tuple[float, ...] = parse_schedule("1m,5m,15m,30m,1h,2h,4h,8h,16h,24h")
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
+    # Keys still accepted after a rotation (POSTHASTE_SECRET_KEY_PREVIOUS): open, never seal.
+    secret_key_previous: tuple[str, ...] = field(default=(), repr=False)
     retention_days: int = 30
     role: Roles = ALL_ROLES  # POSTHASTE_ROLE: the roles this process runs (all, or some)
     processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
@@ -145,6 +154,11 @@ class Settings:
         env = os.environ if environ is None else environ
         sources, region_tables = read_sources(env, SETTING_KEYS)
         return _build_settings(sources, region_tables)
+
+    @property
+    def secret_keys(self) -> tuple[str, ...]:
+        """The key ring: the current key, then the previous ones (``core/crypto.py``)."""
+        return (self.secret_key, *self.secret_key_previous)
 
     @property
     def async_database_url(self) -> str:
@@ -246,6 +260,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
             "delivery_retry_schedule", parse_schedule, base.delivery_retry_schedule
         ),
         secret_key=_resolve_secret_key(sources, database_url, data_dir),
+        secret_key_previous=_previous_secret_keys(sources, data_dir),
         retention_days=get("retention_days", parse_retention_days, base.retention_days),
         role=get("role", parse_roles, base.role),
         processes=get("processes", parse_processes, base.processes),
@@ -265,6 +280,14 @@ def _tls_pair(sources: Sources) -> tuple[Path | None, Path | None]:
         given, missing = ("tls_cert", "tls_key") if cert is not None else ("tls_key", "tls_cert")
         raise ConfigError(f"{sources.label(missing)}: required when {sources.label(given)} is set")
     return cert, key
+
+
+def _previous_secret_keys(sources: Sources, data_dir: Path) -> tuple[str, ...]:
+    """The configured previous keys; without a configured key, those kept beside the data
+    dir's own (``posthaste keys rotate-secret`` moves the old key there)."""
+    if sources.get("secret_key", str, None) is not None:
+        return sources.get("secret_key_previous", parse_secret_keys, ())
+    return read_previous_secret_keys(data_dir)
 
 
 def _resolve_secret_key(sources: Sources, database_url: str, data_dir: Path) -> str:

@@ -25,6 +25,7 @@ T = TypeVar("T")
 ENV_PREFIX = "POSTHASTE_"
 CONFIG_FILE_VARIABLE = "POSTHASTE_CONFIG"
 SECRET_KEY_FILENAME = "secret.key"
+PREVIOUS_KEYS_FILENAME = "secret.key.previous"  # one key per line, newest first
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,49 @@ def load_or_create_secret_key(data_dir: Path) -> str:
         message = f"expected a secret key of at least {SECRET_KEY_MIN_LENGTH} characters"
         raise ConfigError(f"{path}: {message}, got {len(key)}")
     return key
+
+
+def read_previous_secret_keys(data_dir: Path) -> tuple[str, ...]:
+    """The keys a rotation moved out of ``secret.key``, newest first; none without the file."""
+    path = data_dir / PREVIOUS_KEYS_FILENAME
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return ()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the previous secret keys: {exc}") from exc
+    keys = tuple(line.strip() for line in lines if line.strip())
+    if any(len(key) < SECRET_KEY_MIN_LENGTH for key in keys):
+        raise ConfigError(
+            f"{path}: every line must be a key of {SECRET_KEY_MIN_LENGTH}+ characters"
+        )
+    return keys
+
+
+def rotate_secret_key_file(data_dir: Path) -> str:
+    """A new key in ``secret.key``; the old one goes first in ``secret.key.previous``. Both files
+    are replaced atomically (written aside, then renamed), the previous keys first, so that a
+    crash between the two leaves the old key readable from one of them. The new key."""
+    current = load_or_create_secret_key(data_dir)
+    previous = (current, *read_previous_secret_keys(data_dir))
+    _replace_file(data_dir / PREVIOUS_KEYS_FILENAME, "".join(f"{key}\n" for key in previous))
+    key = secrets.token_urlsafe(48)
+    _replace_file(data_dir / SECRET_KEY_FILENAME, key + "\n")
+    return key
+
+
+def _replace_file(path: Path, content: str) -> None:
+    descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".secret-key-")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as temp:
+            temp.write(content)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
 
 
 def _create_secret_key_file(path: Path) -> None:

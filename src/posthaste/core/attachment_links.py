@@ -13,7 +13,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from posthaste.core.crypto import TokenSigner
+from posthaste.core.crypto import Keys, TokenSigner
 from posthaste.core.models import AttachmentInfo
 
 LINK_PURPOSE = "attachment-link"
@@ -44,7 +44,7 @@ class AttachmentLinks:
 
     def __init__(
         self,
-        secret_key: str,
+        secret_key: Keys,
         public_url: str,
         ttl_ms: int = LINK_TTL_MS,
         *,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from posthaste.core.crypto import TokenSigner
+from posthaste.core.crypto import Keys, TokenSigner
 from posthaste.core.html_links import rewrite_links
 from posthaste.core.mime_html import rewrite_html_parts
 
@@ -68,7 +68,7 @@ class TrackedEmail:
 class TrackingLinks:
     """Makes and reads the tracking links of one service (its secret key and public URL)."""
 
-    def __init__(self, secret_key: str, public_url: str, untracked: Sequence[str] = ()) -> None:
+    def __init__(self, secret_key: Keys, public_url: str, untracked: Sequence[str] = ()) -> None:
         """``untracked``: URL prefixes never rewritten (the unsubscribe pages)."""
         base = public_url.rstrip("/")
         self._opens = TokenSigner(secret_key, OPEN_PURPOSE)

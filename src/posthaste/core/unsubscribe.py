@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from posthaste.core.crypto import TokenSigner
+from posthaste.core.crypto import Keys, TokenSigner
 
 UNSUBSCRIBE_PURPOSE = "unsubscribe"
 EMAIL_PURPOSE = "unsubscribe/email"
@@ -61,7 +60,7 @@ class UnsubscribeToken:
 class UnsubscribeLinks:
     """Makes and checks the unsubscribe links of one service (its secret key and public URL)."""
 
-    def __init__(self, secret_key: str, public_url: str) -> None:
+    def __init__(self, secret_key: Keys, public_url: str) -> None:
         self._signers = {
             TokenKind.CONTACT: TokenSigner(secret_key, UNSUBSCRIBE_PURPOSE, mac_bytes=MAC_BYTES),
             TokenKind.EMAIL: TokenSigner(secret_key, EMAIL_PURPOSE, mac_bytes=MAC_BYTES),
@@ -96,8 +95,8 @@ class UnsubscribeLinks:
     def genuine(self, token: UnsubscribeToken, team_id: str) -> bool:
         """Whether ``token``'s MAC is the one made for its contact or email in ``team_id``."""
         signer = self._signers[token.kind]
-        expected = signer.digest(uuid.UUID(team_id).bytes + uuid.UUID(token.subject_id).bytes)
-        return hmac.compare_digest(expected, token.mac)
+        subject = uuid.UUID(team_id).bytes + uuid.UUID(token.subject_id).bytes
+        return signer.matches(subject, token.mac)
 
 
 def mailto_of(token: str, from_domain: str) -> str:

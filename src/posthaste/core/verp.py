@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import uuid
 
-from posthaste.core.crypto import TokenSigner
+from posthaste.core.crypto import Keys, TokenSigner
 
 VERP_PURPOSE = "verp"
 VERP_MAC_BYTES = 9
 _PREFIX = "bounces+"
 
 
-def verp_signer(secret_key: str) -> TokenSigner:
+def verp_signer(secret_key: Keys) -> TokenSigner:
     return TokenSigner(secret_key, VERP_PURPOSE, mac_bytes=VERP_MAC_BYTES)
 
 
@@ -42,6 +41,6 @@ def read_verp(signer: TokenSigner, address: str) -> str | None:
     except (binascii.Error, ValueError):
         return None
     payload, mac = raw[:16], raw[16:]
-    if len(payload) != 16 or not hmac.compare_digest(signer.digest(payload), mac):
+    if len(payload) != 16 or not signer.matches(payload, mac):
         return None
     return str(uuid.UUID(bytes=payload))

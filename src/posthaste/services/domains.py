@@ -18,7 +18,7 @@ from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
 from posthaste.config import Settings
 from posthaste.core import domains as rules
-from posthaste.core.crypto import SecretBox
+from posthaste.core.crypto import DKIM_KEY_PURPOSE, SecretBox
 from posthaste.core.cursors import PageRequest
 from posthaste.core.dkim import DkimKey
 from posthaste.core.domain_requests import DomainChanges, NewDomain
@@ -73,7 +73,7 @@ class DomainService:
         self.resolver = resolver
         self.providers = providers or KeyProviders()
         self.clock = clock
-        self.box = SecretBox(settings.secret_key, "dkim-key")
+        self.box = SecretBox(settings.secret_keys, DKIM_KEY_PURPOSE)
 
     def regions(self) -> list[dict[str, Any]]:
         default = self.settings.default_region
