@@ -10,6 +10,8 @@
   var informational = { "email.delivery_delayed": 1, "email.opened": 1, "email.clicked": 1 };
   var source = new EventSource("/ui/events/stream");
   var fresh = 0;
+  source.addEventListener("open", function () { root.setAttribute("data-live-state", "open"); });
+  source.addEventListener("error", function () { root.setAttribute("data-live-state", "closed"); });
 
   function setStatus(container, type) {
     if (informational[type]) { return; }
