@@ -238,6 +238,9 @@ def test_email_list_filters_and_an_emails_page(page: Page, dashboard: Dashboard)
     # Chromium lists the image's request, refused by the frame's policy before it is sent.
     assert refused.get(pixel) == "csp", refused
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("iframe.message").scroll_into_view_if_needed()
+    # A full-page shot leaves the sandboxed frame blank (it paints in its own process).
+    page.locator("iframe.message").screenshot(path=str(ARTIFACTS / "email-html.png"))
     page.screenshot(path=str(ARTIFACTS / "email-page.png"), full_page=True)
     assert (ARTIFACTS / "email-page.png").stat().st_size > 0
 

@@ -7,6 +7,7 @@ import re
 
 import httpx
 
+from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
@@ -209,3 +210,26 @@ async def test_the_email_list_takes_the_apis_filters(
     assert "Report" not in page.text.replace("<h1>", "")
     bad = await client.get("/ui/emails", params={"status": "lost"})
     assert bad.status_code == 422 and "Unknown status" in bad.text
+
+
+async def test_revoking_the_key_ends_its_sessions(
+    services: Services, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    assert (await sign_in(client, tenant.live)).status_code == 303
+    assert (await client.get("/ui/suppressions")).status_code == 200
+    keys = (await client.get("/api-keys", headers=tenant.headers())).json()["data"]
+    live = next(k for k in keys if k["name"] == "live")
+    revoked = await client.delete(f"/api-keys/{live['id']}", headers=tenant.headers())
+    assert revoked.status_code == 200
+    after = await client.get("/ui/suppressions")
+    assert after.status_code == 303 and after.headers["location"].startswith("/ui/sign-in")
+    stream = await client.get("/ui/events/stream")
+    assert stream.status_code == 303  # no session, no events
+
+
+async def test_the_cookie_is_secure_over_https(services: Services, tenant: Tenant) -> None:
+    transport = httpx.ASGITransport(app=create_app(services))
+    async with httpx.AsyncClient(transport=transport, base_url="https://posthaste.test") as https:
+        answer = await sign_in(https, tenant.live)
+    assert answer.status_code == 303
+    assert "Secure" in answer.headers["set-cookie"]

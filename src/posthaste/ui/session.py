@@ -4,8 +4,9 @@ secret key.
 The cookie holds the API key the user signed in with and the time of sign-in, sealed with
 AES-GCM (``SecretBox``): unreadable and unforgeable without the secret key. Each request opens
 it and authenticates the key again (cached for seconds by the key service), so a revoked key
-ends its sessions at once. The CSRF token is an HMAC of the sealed cookie: one per session,
-nothing stored, and a forged form without the cookie's value cannot carry it.
+ends its sessions at once. The CSRF token is an HMAC of a random nonce sealed in the cookie:
+one per session, nothing stored, and a page of another site, which can read neither the cookie
+nor the dashboard's pages, cannot know it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class SessionSealer:
         self._csrf = TokenSigner(secret_key, "ui-csrf", mac_bytes=16)
 
     def seal(self, api_key: str, now: int) -> str:
-        return self._box.encrypt(orjson.dumps({"key": api_key, "at": now}))
+        """A new session's cookie; its random ``nonce`` keys the session's CSRF token."""
+        nonce = secrets.token_hex(16)
+        return self._box.encrypt(orjson.dumps({"key": api_key, "at": now, "nonce": nonce}))
 
     def open(self, cookie: str | None, now: int) -> Session | None:
         """The session a cookie holds, or None: absent, forged, damaged or expired."""
@@ -52,13 +55,12 @@ class SessionSealer:
             return None
         if not isinstance(fields, dict):
             return None
-        key, at = fields.get("key"), fields.get("at")
-        if not isinstance(key, str) or not isinstance(at, int) or not 0 <= now - at < SESSION_MS:
+        key, at, nonce = fields.get("key"), fields.get("at"), fields.get("nonce")
+        if not isinstance(key, str) or not isinstance(nonce, str) or not isinstance(at, int):
             return None
-        return Session(key, self.csrf_token(cookie))
-
-    def csrf_token(self, cookie: str) -> str:
-        return self._csrf.digest(cookie.encode()).hex()
+        if not 0 <= now - at < SESSION_MS:
+            return None
+        return Session(key, self._csrf.digest(nonce.encode()).hex())
 
 
 def new_sign_in_token() -> str:
