@@ -9,6 +9,7 @@ import httpx
 
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
+from posthaste.core.ids import format_ms, now_ms
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
 
@@ -233,3 +234,25 @@ async def test_the_cookie_is_secure_over_https(services: Services, tenant: Tenan
         answer = await sign_in(https, tenant.live)
     assert answer.status_code == 303
     assert "Secure" in answer.headers["set-cookie"]
+
+
+async def test_an_email_is_canceled_from_its_page_once(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    later = format_ms(now_ms() + 86_400_000)
+    sent = await client.post(
+        "/emails", json=email_body(scheduled_at=later), headers=tenant.headers()
+    )
+    email_id = sent.json()["id"]
+    assert (await sign_in(client, tenant.live)).status_code == 303
+    page = await client.get(f"/ui/emails/{email_id}")
+    assert "Cancel this email" in page.text
+    path = f"/ui/emails/{email_id}/cancel"
+    answer = await client.post(path, data={"csrf_token": csrf_of(page)})
+    assert answer.status_code == 303 and answer.headers["location"].endswith("notice=canceled")
+    status = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()["status"]
+    assert status == "canceled"
+    page = await client.get(f"/ui/emails/{email_id}")
+    assert "Cancel this email" not in page.text and "email.canceled" in page.text
+    again = await client.post(path, data={"csrf_token": csrf_of(page)})
+    assert again.status_code == 409 and "this one is canceled" in again.text

@@ -47,6 +47,7 @@ NOTICES = {
     "replayed": "The event is being delivered again; reload to see the new attempt.",
     "suppressed": "The address is suppressed: no email will be sent to it.",
     "unsuppressed": "The suppression was removed.",
+    "canceled": "The email was canceled: it will not be sent.",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from posthaste.api.routes.emails import email_filter
 from posthaste.bootstrap import Services
@@ -13,7 +13,7 @@ from posthaste.core.cursors import page_limit
 from posthaste.core.models import Principal
 from posthaste.core.serialize import attachment_record, attempt_record, email_record, event_record
 from posthaste.errors import NotFound, ValidationError
-from posthaste.ui.auth import UiPrincipal
+from posthaste.ui.auth import CheckedForm, UiPrincipal
 from posthaste.ui.listing import cursor_link, services_of
 from posthaste.ui.rendering import message_html, render
 from posthaste.ui.routing import UiRoute
@@ -89,6 +89,15 @@ async def _raw_source(services: Services, principal: Principal, email_id: str) -
     if len(data) > RAW_SHOWN:
         note = f"Showing the first {RAW_SHOWN // 1024} KiB of {len(data)} bytes."
     return {"text": text, "note": note}
+
+
+@router.post("/emails/{email_id}/cancel")
+async def cancel_email(
+    request: Request, email_id: str, principal: UiPrincipal, _form: CheckedForm
+) -> Response:
+    """Cancel a queued or scheduled email (anything further along answers why not)."""
+    email = await services_of(request).email_changes.cancel(principal, email_id)
+    return RedirectResponse(f"/ui/emails/{email.id}?notice=canceled", 303)
 
 
 @router.get("/emails/{email_id}/html")
