@@ -222,6 +222,8 @@ def test_email_list_filters_and_an_emails_page(page: Page, dashboard: Dashboard)
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#emails")).to_contain_text("Invoice 42")
 
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "emails-list.png"), full_page=True)
     page.get_by_role("link", name="Invoice 42").click()
     expect(page.locator("#timeline")).to_contain_text("email.queued")
     expect(page.locator("#timeline")).to_contain_text("email.sent")
@@ -237,7 +239,6 @@ def test_email_list_filters_and_an_emails_page(page: Page, dashboard: Dashboard)
     assert frame.locator("img").evaluate(settled) == "not loaded"  # done trying, either way
     # Chromium lists the image's request, refused by the frame's policy before it is sent.
     assert refused.get(pixel) == "csp", refused
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.locator("iframe.message").scroll_into_view_if_needed()
     # A full-page shot leaves the sandboxed frame blank (it paints in its own process).
     page.locator("iframe.message").screenshot(path=str(ARTIFACTS / "email-html.png"))
@@ -298,6 +299,8 @@ def test_a_suppression_is_added_and_removed(page: Page, dashboard: Dashboard) ->
     page.get_by_role("button", name="Suppress", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("suppressed")
     expect(page.locator("#suppressions")).to_contain_text("blocked@example.com")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "suppressions.png"), full_page=True)
     listed = dashboard.api("GET", "/suppressions", dashboard.team_a).json()["data"]
     assert [s["email"] for s in listed] == ["blocked@example.com"]
 
