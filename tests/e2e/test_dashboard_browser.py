@@ -321,3 +321,37 @@ def test_another_team_cannot_open_an_email(page: Page, dashboard: Dashboard) -> 
     expect(page.get_by_role("heading", name="Not found")).to_be_visible()
     page.goto(dashboard.url + "/ui/emails")
     expect(page.locator("#emails")).not_to_contain_text("Team A only")
+
+
+CONTROLS = {"button", "textbox", "combobox", "link", "checkbox", "searchbox", "Iframe"}
+
+
+def unnamed_controls(page: Page) -> list[str]:
+    """The page's controls without an accessible name, by Chromium's own accessibility tree."""
+    session = page.context.new_cdp_session(page)
+    try:
+        tree = session.send("Accessibility.getFullAXTree")
+    finally:
+        session.detach()
+    found = []
+    for node in tree["nodes"]:
+        role = node.get("role", {}).get("value")
+        name = str(node.get("name", {}).get("value", "")).strip()
+        if role in CONTROLS and not node.get("ignored") and not name:
+            found.append(f"{role} {node.get('nodeId')}")
+    return found
+
+
+def test_every_control_has_an_accessible_name(page: Page, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/ui/sign-in")
+    assert unnamed_controls(page) == []
+    sign_in(page, dashboard, dashboard.team_a.live)
+    email_id = send(dashboard, subject="Named", html="<p>x</p>", text="x")
+    dashboard.api("POST", "/suppressions", dashboard.team_a, json={"email": "named@example.com"})
+    paths = [
+        "/ui/emails", f"/ui/emails/{email_id}", "/ui/suppressions", "/ui/domains",
+        "/ui/webhooks", "/ui/templates", "/ui/broadcasts", "/ui/received",
+    ]  # fmt: skip
+    for path in paths:
+        page.goto(dashboard.url + path)
+        assert unnamed_controls(page) == [], path
