@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +18,7 @@ from posthaste.ui.auth import FormRefused, SignInRequired
 from posthaste.ui.rendering import render, secure
 
 SIGN_IN = "/ui/sign-in"
+log = logging.getLogger(__name__)
 
 
 class UiRoute(APIRoute):
@@ -46,6 +48,9 @@ class UiRoute(APIRoute):
                 response = error_page(request, status_of(exc), exc.message)
             except RequestValidationError:
                 response = error_page(request, 422, "The form or address is incomplete.")
+            except Exception:
+                log.exception("unhandled error on %s %s", request.method, request.url.path)
+                response = error_page(request, 500, "Something went wrong on our side.")
             return secure(response)
 
         return dashboard_handler
