@@ -191,6 +191,7 @@ async def test_every_page_shows_the_teams_own_resources_only(
     replay = f"/ui/webhooks/{ids['webhook']}/events/{ids['event']}/replay"
     token = csrf_of(await client.get("/ui/emails"))
     assert (await client.post(replay, data={"csrf_token": token})).status_code == 404
+    assert (await client.get(replay)).status_code == 404  # a page only POSTs reach
     verify = f"/ui/domains/{ids['domain']}/verify"
     assert (await client.post(verify, data={"csrf_token": token})).status_code == 404
 
@@ -256,3 +257,18 @@ async def test_an_email_is_canceled_from_its_page_once(
     assert "Cancel this email" not in page.text and "email.canceled" in page.text
     again = await client.post(path, data={"csrf_token": csrf_of(page)})
     assert again.status_code == 409 and "this one is canceled" in again.text
+
+
+async def test_a_disabled_webhook_offers_no_replay(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    ids = await _team_a_resources(client, tenant)
+    hook = ids["webhook"]
+    off = await client.patch(f"/webhooks/{hook}", json={"enabled": False}, headers=tenant.headers())
+    assert off.status_code == 200
+    assert (await sign_in(client, tenant.live)).status_code == 303
+    page = await client.get(f"/ui/webhooks/{hook}/events/{ids['event']}")
+    assert "Replay this event" not in page.text and "This webhook is disabled" in page.text
+    replay = f"/ui/webhooks/{hook}/events/{ids['event']}/replay"
+    refused = await client.post(replay, data={"csrf_token": csrf_of(page)})
+    assert refused.status_code == 409 and "disabled" in refused.text
