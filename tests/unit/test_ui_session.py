@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from posthaste.services.event_stream import StreamStart
+from posthaste.ui.live import TOKEN_MS, StreamTokens
 from posthaste.ui.rendering import transcript_text
 from posthaste.ui.routes.session import _local
 from posthaste.ui.session import SESSION_MS, SessionSealer, same_token
@@ -83,3 +85,16 @@ def test_a_transcript_reads_as_commands_and_replies() -> None:
     text = transcript_text(lines).splitlines()
     assert text[0].endswith("-- connecting to mx.test:25")
     assert text[1].endswith("S: 220 mx.test") and text[2].endswith("C: EHLO me.test")
+
+
+def test_a_stream_token_starts_where_the_page_was_read_for_its_team_only() -> None:
+    tokens = StreamTokens(SECRET)
+    start = StreamStart((42, "ev-1"), frozenset({"ev-2", "ev-3"}))
+    token = tokens.issue("team-a", start, 1_000)
+    assert tokens.read(token, "team-a", 2_000) == start
+    assert tokens.read(token, "team-b", 2_000) is None
+    assert tokens.read(token, "team-a", 1_000 + TOKEN_MS) is None
+    assert StreamTokens("other-secret-" + "k" * 40).read(token, "team-a", 2_000) is None
+    body, _, mac = token.partition(".")
+    assert tokens.read(f"{body}x.{mac}", "team-a", 2_000) is None
+    assert tokens.read("junk", "team-a", 2_000) is None

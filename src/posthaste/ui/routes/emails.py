@@ -15,6 +15,7 @@ from posthaste.core.serialize import attachment_record, attempt_record, email_re
 from posthaste.errors import NotFound, ValidationError
 from posthaste.ui.auth import CheckedForm, UiPrincipal
 from posthaste.ui.listing import cursor_link, services_of
+from posthaste.ui.live import stream_from_now
 from posthaste.ui.rendering import message_html, render
 from posthaste.ui.routing import UiRoute
 
@@ -29,6 +30,7 @@ async def email_list(request: Request, principal: UiPrincipal) -> Response:
     query = request.query_params
     chosen = {name: query.get(name, "").strip() for name in FILTERS}
     cursor = query.get("cursor") or None
+    since = await stream_from_now(request, principal)
     try:
         flt, anchor = email_filter(
             str(PAGE_SIZE),
@@ -45,8 +47,9 @@ async def email_list(request: Request, principal: UiPrincipal) -> Response:
         page = await services_of(request).emails.page(principal, flt, cursor, limit, anchor=anchor)
     except ValidationError as exc:
         return render(
-            request, "emails.html", 422, emails=[], filters=chosen, error=exc.message, older=""
-        )
+            request, "emails.html", 422, emails=[], filters=chosen, error=exc.message, older="",
+            since=since,
+        )  # fmt: skip
     kept = {k: v for k, v in chosen.items() if k not in ("after", "before")}
     older = cursor_link("/ui/emails", page.next_cursor, **kept)
     return render(
@@ -57,12 +60,14 @@ async def email_list(request: Request, principal: UiPrincipal) -> Response:
         error="",
         older=older,
         first_page=cursor is None and not chosen["after"] and not chosen["before"],
+        since=since,
     )
 
 
 @router.get("/emails/{email_id}")
 async def email_page(request: Request, email_id: str, principal: UiPrincipal) -> Response:
     services = services_of(request)
+    since = await stream_from_now(request, principal)
     email = await services.emails.get(principal, email_id)
     events = await services.emails.events(principal, email_id)
     attachments, _ = await services.emails.attachments(principal, email_id)
@@ -75,6 +80,7 @@ async def email_page(request: Request, email_id: str, principal: UiPrincipal) ->
         attachments=[attachment_record(a) for a in attachments],
         attempts=[attempt_record(a) for a in attempts],
         raw=await _raw_source(services, principal, email_id),
+        since=since,
     )
 
 

@@ -8,7 +8,9 @@
   var statuses = {};
   types.forEach(function (t) { statuses[t] = t.slice("email.".length); });
   var informational = { "email.delivery_delayed": 1, "email.opened": 1, "email.clicked": 1 };
-  var source = new EventSource("/ui/events/stream");
+  // From where the page was read: nothing recorded while it loaded is missed.
+  var since = root.getAttribute("data-since");
+  var source = new EventSource("/ui/events/stream" + (since ? "?since=" + encodeURIComponent(since) : ""));
   var fresh = 0;
   source.addEventListener("open", function () { root.setAttribute("data-live-state", "open"); });
   source.addEventListener("error", function () { root.setAttribute("data-live-state", "closed"); });
