@@ -3,6 +3,7 @@ of its forms, and team isolation exactly as in the API."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import httpx
@@ -10,6 +11,8 @@ import httpx
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
+from posthaste.ui.live import StreamTokens
+from posthaste.ui.routes.live import EMAIL_EVENTS
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
 
@@ -272,3 +275,21 @@ async def test_a_disabled_webhook_offers_no_replay(
     replay = f"/ui/webhooks/{hook}/events/{ids['event']}/replay"
     refused = await client.post(replay, data={"csrf_token": csrf_of(page)})
     assert refused.status_code == 409 and "disabled" in refused.text
+
+
+async def test_a_pages_stream_token_replays_what_came_after_the_page(
+    services: Services, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    tokens = StreamTokens(services.settings.secret_key)
+    stream = services.event_stream
+    token = tokens.issue(tenant.team.id, await stream.start(tenant.team.id, None), now_ms())
+    sent = await client.post("/emails", json=email_body(), headers=tenant.headers())
+    start = tokens.read(token, tenant.team.id, now_ms())
+    assert start is not None
+    frames = stream.frames(tenant.team.id, start, EMAIL_EVENTS)
+    try:
+        assert await anext(frames) == b"retry: 2000\n\n"
+        frame = await asyncio.wait_for(anext(frames), 30)
+    finally:
+        await frames.aclose()
+    assert b"event: email.queued" in frame and sent.json()["id"].encode() in frame
