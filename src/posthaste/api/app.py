@@ -35,6 +35,7 @@ from posthaste.api.routes import (
     webhooks,
 )
 from posthaste.bootstrap import Services
+from posthaste.ui.app import install_ui
 
 DESCRIPTION = (
     "Posthaste: self-hosted email delivery. Authenticate with `Authorization: Bearer <API_KEY>`. "
@@ -76,6 +77,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(custom_events.router)
     app.include_router(event_stream.router)
     app.include_router(event_definitions.router)  # after /events/send and /events/stream
+    install_ui(app, services)
     install_openapi(app)
     install_docs(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads.

@@ -29,7 +29,7 @@ from posthaste.api.schemas.emails import (
     SendEmailRequest,
 )
 from posthaste.core.addresses import parse_address
-from posthaste.core.cursors import page_limit, page_request
+from posthaste.core.cursors import PageRequest, page_limit, page_request
 from posthaste.core.idempotency import IdempotencyKey, body_fingerprint, idempotency_key
 from posthaste.core.ids import is_uuid, now_ms, parse_rfc3339
 from posthaste.core.models import AttachmentInfo, Email, Origin
@@ -138,6 +138,33 @@ async def list_emails(
         Query(description="RFC 3339: created strictly before; or an email id: the page before it"),
     ] = None,
 ) -> Response:
+    flt, anchor = email_filter(
+        limit, status, to, from_, subject, tag, stream_id, after=after, before=before
+    )
+    page = await services.emails.page(principal, flt, cursor, page_limit(limit, 20), anchor=anchor)
+    return json_response(
+        {
+            "object": "list",
+            "data": [email_record(e) for e in page.items],
+            "next_cursor": page.next_cursor,
+            "has_more": page.has_more,
+        }
+    )
+
+
+def email_filter(
+    limit: str | None,
+    status: str | None,
+    to: str | None,
+    from_: str | None,
+    subject: str | None,
+    tag: str | None,
+    stream_id: str | None,
+    *,
+    after: str | None,
+    before: str | None,
+) -> tuple[EmailFilter, PageRequest | None]:
+    """``GET /emails``'s filters (the dashboard's too), and Resend's id anchor if one is given."""
     after_at, after_id = time_or_id(after, "after")
     before_at, before_id = time_or_id(before, "before")
     anchor = page_request(limit, after_id, before_id) if after_id or before_id else None
@@ -151,15 +178,7 @@ async def list_emails(
         after=after_at,
         before=before_at,
     )
-    page = await services.emails.page(principal, flt, cursor, page_limit(limit, 20), anchor=anchor)
-    return json_response(
-        {
-            "object": "list",
-            "data": [email_record(e) for e in page.items],
-            "next_cursor": page.next_cursor,
-            "has_more": page.has_more,
-        }
-    )
+    return flt, anchor
 
 
 def _status(value: str | None) -> str | None:
