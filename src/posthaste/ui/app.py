@@ -33,8 +33,8 @@ async def unknown_page(request: Request, rest: str) -> Response:
 
 def install_ui(app: FastAPI, services: Services) -> None:
     """The dashboard's routes under ``/ui`` (none of them in ``/openapi.json``)."""
-    app.state.ui_sessions = SessionSealer(services.settings.secret_key)
-    app.state.ui_stream_tokens = StreamTokens(services.settings.secret_key)
+    app.state.ui_sessions = SessionSealer(services.settings.secret_keys)
+    app.state.ui_stream_tokens = StreamTokens(services.settings.secret_keys)
     pages = (emails, domains, webhooks, suppressions, templates, broadcasts, received)
     for module in (session, static, live, *pages):
         app.include_router(module.router)

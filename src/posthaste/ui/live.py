@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 from starlette.requests import Request
 
-from posthaste.core.crypto import TokenSigner
+from posthaste.core.crypto import Keys, TokenSigner
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Principal
 from posthaste.services.event_stream import StreamStart
@@ -24,7 +24,7 @@ TOKEN_MS = 10 * 60 * 1000
 
 
 class StreamTokens:
-    def __init__(self, secret_key: str) -> None:
+    def __init__(self, secret_key: Keys) -> None:
         self._signer = TokenSigner(secret_key, "ui-stream-start")
 
     def issue(self, team_id: str, start: StreamStart, now: int) -> str:

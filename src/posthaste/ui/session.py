@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from posthaste.core.crypto import DecryptionError, SecretBox, TokenSigner
+from posthaste.core.crypto import DecryptionError, Keys, SecretBox, TokenSigner
 
 SESSION_COOKIE = "posthaste_session"
 SIGN_IN_COOKIE = "posthaste_sign_in"  # the sign-in form's own CSRF token (no session yet)
@@ -36,7 +36,7 @@ class Session:
 class SessionSealer:
     """Seals and opens session cookies; derives their CSRF tokens."""
 
-    def __init__(self, secret_key: str) -> None:
+    def __init__(self, secret_key: Keys) -> None:
         self._box = SecretBox(secret_key, "ui-session")
         self._csrf = TokenSigner(secret_key, "ui-csrf", mac_bytes=16)
 
