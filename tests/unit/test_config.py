@@ -663,3 +663,12 @@ def test_toml_regions_table_refuses_stray_values(tmp_path: Path) -> None:
     path = write_toml(tmp_path, "[regions]\ndefault = 'us-east-1'\n")
     message = config_error(tmp_path, CONFIG=str(path))
     assert message.startswith(f"regions.default in {path}: expected a table")
+
+
+def test_request_memory_takes_a_size_with_a_unit(tmp_path: Path) -> None:
+    assert load(tmp_path).request_memory == 100 * 1024 * 1024
+    assert load(tmp_path, REQUEST_MEMORY="2GiB").request_memory == 2 * 1024**3
+    assert load(tmp_path, REQUEST_MEMORY="1048576").request_memory == 1024**2
+    message = config_error(tmp_path, REQUEST_MEMORY="10KiB")
+    assert message == "POSTHASTE_REQUEST_MEMORY: expected at least 1MiB, got '10KiB'"
+    assert "expected a size" in config_error(tmp_path, REQUEST_MEMORY="lots")

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from posthaste import __version__
 from posthaste.api.docs import install_docs
 from posthaste.api.errors import install_error_handlers
-from posthaste.api.middleware import BodyLimit, CatchAll, RequestLog
+from posthaste.api.middleware import BodyLimit, CatchAll, MemoryBudget, RequestLog
 from posthaste.api.openapi import install_openapi
 from posthaste.api.routes import (
     api_keys,
@@ -82,6 +82,6 @@ def create_app(services: Services) -> FastAPI:
     install_docs(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads.
     app.add_middleware(CatchAll)
-    app.add_middleware(BodyLimit)
+    app.add_middleware(BodyLimit, budget=MemoryBudget(services.settings.request_memory))
     app.add_middleware(RequestLog)
     return app

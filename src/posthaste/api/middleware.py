@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -10,7 +11,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from posthaste.api.errors import error_body
-from posthaste.errors import InternalServerError, PayloadTooLarge
+from posthaste.errors import InternalServerError, PayloadTooLarge, ServiceUnavailable
 
 log = logging.getLogger("posthaste.access")
 
@@ -21,13 +22,53 @@ class BodyTooLarge(PayloadTooLarge):
     """Raised from ``receive`` once a streamed body passes the limit."""
 
 
+class MemoryBudget:
+    """The bytes of large request bodies one process works on at once. A large body is held in
+    memory several times over while it is parsed, decoded and stored (a 25 MiB request costs
+    about four times that at its peak), so fifty at once would take gigabytes: beyond the
+    budget, a request waits for room (first come, first served), and after ``wait`` seconds it
+    is answered 503 with ``Retry-After``. A body is always let in when nothing else is in
+    flight, so one larger than the whole budget still gets through alone."""
+
+    def __init__(self, total: int, wait: float = 30.0) -> None:
+        self.total = total
+        self.wait = wait
+        self.used = 0
+        self._room = asyncio.Condition()
+
+    async def take(self, size: int) -> bool:
+        """Hold ``size`` bytes; False when no room came within ``wait`` seconds."""
+        async with self._room:
+            try:
+                await asyncio.wait_for(
+                    self._room.wait_for(lambda: self.used == 0 or self.used + size <= self.total),
+                    self.wait,
+                )
+            except TimeoutError:
+                return False
+            self.used += size
+            return True
+
+    async def give_back(self, size: int) -> None:
+        async with self._room:
+            self.used -= size
+            self._room.notify_all()
+
+
+LARGE_BODY_BYTES = 1024 * 1024  # smaller bodies are not counted: the hot path stays as it was
+
+
 class BodyLimit:
     """Refuses bodies over the limit before reading them whole: by Content-Length at once, or
-    by counting a chunked body as it streams in."""
+    by counting a chunked body as it streams in. Large bodies also take their size from the
+    process's ``MemoryBudget`` (when there is one) for as long as the request runs."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, budget: MemoryBudget | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,17 +79,42 @@ class BodyLimit:
             await _send_413(send)
             return
         seen = 0
+        held = 0
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, held
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
                     raise BodyTooLarge()
+                if self.budget is not None and seen > held >= LARGE_BODY_BYTES:
+                    # A chunked body larger than announced (or not announced): more room.
+                    more = min(self.max_bytes, max(seen, 2 * held)) - held
+                    if not await self.budget.take(more):
+                        raise Busy()
+                    held += more
             return message
 
-        await self.app(scope, limited_receive, send)
+        if self.budget is not None and declared is not None and declared >= LARGE_BODY_BYTES:
+            if not await self.budget.take(declared):
+                await _send_503(send)
+                return
+            held = declared
+        try:
+            await self.app(scope, limited_receive, send)
+        finally:
+            if held and self.budget is not None:
+                await self.budget.give_back(held)
+
+
+class Busy(ServiceUnavailable):
+    """Raised from ``receive`` when a streamed body found no room in the memory budget."""
+
+    retry_after = 5
+
+    def __init__(self) -> None:
+        super().__init__("Too many large requests at once; retry shortly.")
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -59,6 +125,23 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+async def _send_503(send: Send) -> None:
+    body = orjson.dumps(error_body(Busy()))
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(Busy.retry_after).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _send_413(send: Send) -> None:

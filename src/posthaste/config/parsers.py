@@ -71,6 +71,22 @@ def parse_chunk_size(text: str) -> int:
     return _parse_whole_number(text, 1, 10_000, "an integer 1-10000")
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes, or with a unit: ``100MiB``, ``512KiB``, ``2GiB`` (at least 1 MiB)."""
+    value = text.strip().lower().replace(" ", "")
+    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = value[len(digits) :]
+    if not digits.isdigit() or unit not in _SIZE_UNITS:
+        raise ValueError(f"expected a size such as 100MiB, got {text.strip()!r}")
+    size = int(digits) * _SIZE_UNITS[unit]
+    if size < 1024**2:
+        raise ValueError(f"expected at least 1MiB, got {text.strip()!r}")
+    return size
+
+
 def parse_bool(text: str) -> bool:
     """true/false, 1/0 or yes/no, in any case."""
     value = _BOOLEANS.get(text.strip().lower())

@@ -42,6 +42,7 @@ from posthaste.config.parsers import (
     parse_roles,
     parse_secret_key,
     parse_secret_keys,
+    parse_size,
     parse_smtp_url,
     redact,
 )
@@ -137,6 +138,8 @@ class Settings:
     processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
     job_lease: float = 60.0
     broadcast_chunk_size: int = 1000  # members per transaction of a broadcast's expansion
+    # Bytes of large request bodies (1 MiB and more) one API process works on at once.
+    request_memory: int = 100 * 1024 * 1024
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -265,6 +268,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         role=get("role", parse_roles, base.role),
         processes=get("processes", parse_processes, base.processes),
         job_lease=get("job_lease", parse_positive_duration, base.job_lease),
+        request_memory=get("request_memory", parse_size, base.request_memory),
         broadcast_chunk_size=get(
             "broadcast_chunk_size", parse_chunk_size, base.broadcast_chunk_size
         ),
