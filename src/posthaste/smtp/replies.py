@@ -71,6 +71,9 @@ ENHANCED: dict[str, str] = {
     "503 Already authenticated": "503 5.5.1 Already authenticated",
     "500 Line too long (see RFC5321 4.5.3.1.6)": "500 5.5.2 Line too long (RFC 5321 4.5.3.1.6)",
     "454 TLS not available": "454 4.7.0 TLS not available",
+    "500 Error: bad syntax": "500 5.5.2 Syntax error",
+    "500 Error: strict ASCII mode": "500 5.5.2 Syntax error: only ASCII here",
+    "501 Error: SMTPUTF8 takes no arguments": "501 5.5.4 SMTPUTF8 takes no arguments",
     "552 Error: message size exceeds fixed maximum message size": (
         "552 5.3.4 Message size exceeds fixed maximum size"
     ),
