@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     # Set by the supervisor on the processes it starts (``supervisor.py``), not by people.
     serve.add_argument("--supervised-ready-fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--supervised-http-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument(
+        "--supervised-smtp-fd", action="append", default=[], help=argparse.SUPPRESS
+    )  # PORT=FD, once per SMTP socket the supervisor bound
     serve.add_argument("--supervised-prepare", action="store_true", help=argparse.SUPPRESS)
     commands.add_parser("migrate", help="apply database migrations")
 
@@ -186,7 +189,12 @@ async def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if args.supervised_prepare:
         return await prepare(settings)
     if args.supervised_ready_fd is not None:
-        return await serve(settings, Supervised(args.supervised_ready_fd, args.supervised_http_fd))
+        smtp_fds = tuple(
+            (int(port), int(fd))
+            for port, _, fd in (v.partition("=") for v in args.supervised_smtp_fd)
+        )
+        linked = Supervised(args.supervised_ready_fd, args.supervised_http_fd, smtp_fds)
+        return await serve(settings, linked)
     layout = plan(settings)
     if layout is None:
         return await serve(settings)

@@ -46,9 +46,13 @@ class Supervised:
 
     ready_fd: int  # write "ready" or "error: <reason>", one line, then close
     http_fd: int | None = None  # the HTTP socket, bound once by the supervisor
+    smtp_fds: tuple[tuple[int, int], ...] = ()  # (port, fd): the SMTP sockets it bound
 
     def http_socket(self) -> socket.socket | None:
         return None if self.http_fd is None else socket.socket(fileno=self.http_fd)
+
+    def smtp_sockets(self) -> dict[int, socket.socket]:
+        return {port: socket.socket(fileno=fd) for port, fd in self.smtp_fds}
 
     def report(self, line: str) -> None:
         with contextlib.suppress(OSError), os.fdopen(self.ready_fd, "w") as pipe:
@@ -58,9 +62,15 @@ class Supervised:
 class Roles:
     """The parts this process runs, started together and stopped gracefully together."""
 
-    def __init__(self, services: Services, http_socket: socket.socket | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        http_socket: socket.socket | None = None,
+        smtp_sockets: dict[int, socket.socket] | None = None,
+    ) -> None:
         self.services = services
         self.http_socket = http_socket
+        self.smtp_sockets = smtp_sockets or {}
         self.worker: Worker | None = None
         self.api: uvicorn.Server | None = None
         self.relay: RelayServer | None = None
@@ -81,7 +91,7 @@ class Roles:
         if "smtp" in roles:
             from posthaste.smtp.relay import RelayServer
 
-            self.relay = RelayServer.from_settings(self.services)
+            self.relay = RelayServer.from_settings(self.services, self.smtp_sockets)
             if self.relay.listeners:
                 self.tasks.append(asyncio.create_task(self.relay.run(), name="smtp-relay"))
             elif roles == {"smtp"}:
@@ -89,7 +99,7 @@ class Roles:
         if "inbound" in roles:
             from posthaste.smtp.inbound import InboundServer
 
-            self.inbound = InboundServer.from_settings(self.services)
+            self.inbound = InboundServer.from_settings(self.services, self.smtp_sockets)
             if self.inbound.listeners:
                 self.tasks.append(asyncio.create_task(self.inbound.run(), name="smtp-inbound"))
             elif roles == {"inbound"}:
@@ -136,7 +146,10 @@ async def serve(settings: Settings, supervised: Supervised | None = None) -> int
     if supervised is None:
         await migrate(settings)
     services = build_services(settings)
-    roles = Roles(services, supervised.http_socket() if supervised else None)
+    if supervised is None:
+        roles = Roles(services)
+    else:
+        roles = Roles(services, supervised.http_socket(), supervised.smtp_sockets())
     try:
         if supervised is None:
             await announce_bootstrap(services)

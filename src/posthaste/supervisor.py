@@ -110,7 +110,21 @@ async def supervise(settings: Settings, layout: Layout) -> int:
         where = f"{settings.http_host}:{settings.http_port}"
         print(f"posthaste: cannot listen on {where} for the API: {_reason(exc)}", file=sys.stderr)
         return 1
-    with http:
+    smtp: dict[int, socket.socket] = {}
+    for port, what in _smtp_ports(settings, layout):
+        try:
+            smtp[port] = _bind(settings.http_host, port)
+        except OSError as exc:
+            for bound in (http, *smtp.values()):
+                bound.close()
+            where = f"{settings.http_host}:{port}"
+            print(
+                f"posthaste: cannot listen on {where} for {what}: {_reason(exc)}", file=sys.stderr
+            )
+            return 1
+    with contextlib.ExitStack() as held:
+        for bound in (http, *smtp.values()):
+            held.enter_context(bound)
         code = await _prepare(settings)
         if code != 0:
             print(
@@ -118,16 +132,32 @@ async def supervise(settings: Settings, layout: Layout) -> int:
                 file=sys.stderr,
             )
             return 1
-        supervisor = Supervisor(settings, layout, http)
+        supervisor = Supervisor(settings, layout, http, smtp)
         return await supervisor.run()
 
 
 def _bind_http(settings: Settings) -> socket.socket:
     """The HTTP socket, bound here once: API children share it, and it stays open while one is
     restarted (connections wait in the backlog instead of being refused)."""
-    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
-    address = (settings.http_host, settings.http_port)
-    return socket.create_server(address, family=family, backlog=HTTP_BACKLOG)
+    return _bind(settings.http_host, settings.http_port)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
+
+
+def _smtp_ports(settings: Settings, layout: Layout) -> list[tuple[int, str]]:
+    """The SMTP ports the layout's children serve (0 = off), bound here like the HTTP port: a
+    relay or MX process that restarts leaves its clients waiting, not refused."""
+    roles = set().union(*layout.processes)
+    ports = []
+    if "smtp" in roles:
+        ports += [(settings.smtp_relay_port, "the SMTP relay")]
+        ports += [(settings.smtp_relay_tls_port, "the SMTP relay (TLS)")]
+    if "inbound" in roles:
+        ports += [(settings.smtp_inbound_port, "the inbound MX")]
+    return [(port, what) for port, what in ports if port]
 
 
 async def _prepare(settings: Settings) -> int:
@@ -178,6 +208,7 @@ class Supervisor:
     settings: Settings
     layout: Layout
     http: socket.socket
+    smtp: dict[int, socket.socket] = field(default_factory=dict)  # port → its bound socket
     children: list[Child] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -241,6 +272,9 @@ class Supervisor:
         if "api" in roles:
             command += ["--supervised-http-fd", str(self.http.fileno())]
             fds.append(self.http.fileno())
+        for port in self._smtp_ports_of(roles):
+            command += ["--supervised-smtp-fd", f"{port}={self.smtp[port].fileno()}"]
+            fds.append(self.smtp[port].fileno())
         # A session of its own: a terminal's Ctrl-C reaches the supervisor alone, which stops
         # the children in order; stdin is the lifeline (``server._until_stopped``).
         process = await asyncio.create_subprocess_exec(
@@ -255,6 +289,15 @@ class Supervisor:
                 ours = os.getpriority(os.PRIO_PROCESS, 0)
                 os.setpriority(os.PRIO_PROCESS, process.pid, min(19, ours + WORKER_NICENESS))
         return process
+
+    def _smtp_ports_of(self, roles: Roles) -> list[int]:
+        settings = self.settings
+        ports = []
+        if "smtp" in roles:
+            ports += [settings.smtp_relay_port, settings.smtp_relay_tls_port]
+        if "inbound" in roles:
+            ports.append(settings.smtp_inbound_port)
+        return [port for port in ports if port in self.smtp]
 
     def _child_environ(self) -> dict[str, str]:
         environ = _environ(self.settings)

@@ -11,6 +11,7 @@ is stored (or its unsubscribe committed); a failure is 451 (the sender keeps it 
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -100,12 +101,16 @@ class InboundServer(MailServer):
     name = "Inbound SMTP"
 
     @classmethod
-    def from_settings(cls, services: Services) -> InboundServer:
+    def from_settings(
+        cls, services: Services, bound: dict[int, socket.socket] | None = None
+    ) -> InboundServer:
         settings = services.settings
         listeners = (
             [Listener(settings.smtp_inbound_port, False)] if settings.smtp_inbound_port else []
         )
-        return cls(services, settings.http_host, listeners, hostname=settings.mx_host)
+        return cls(
+            services, settings.http_host, listeners, hostname=settings.mx_host, bound=bound or {}
+        )
 
     def make_handler(self) -> InboundHandler:
         return InboundHandler(self.services.inbound, self.in_flight)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -166,12 +167,16 @@ class RelayServer(MailServer):
     name = "SMTP relay"
 
     @classmethod
-    def from_settings(cls, services: Services) -> RelayServer:
+    def from_settings(
+        cls, services: Services, bound: dict[int, socket.socket] | None = None
+    ) -> RelayServer:
         """The configured ports (0 = off) on the API's host."""
         settings = services.settings
         ports = [(settings.smtp_relay_port, False), (settings.smtp_relay_tls_port, True)]
         listeners = [Listener(port, implicit) for port, implicit in ports if port]
-        return cls(services, settings.http_host, listeners, hostname=settings.mx_host)
+        return cls(
+            services, settings.http_host, listeners, hostname=settings.mx_host, bound=bound or {}
+        )
 
     def make_handler(self) -> RelayHandler:
         logging.getLogger("mail.log").addFilter(_drop_login_data_notice)

@@ -221,6 +221,9 @@ class MailServer(abc.ABC):
     listeners: list[Listener]
     hostname: str = "posthaste"
     drain_seconds: float = DRAIN_SECONDS
+    # Listening sockets bound by the supervisor, by port: it keeps them open while this
+    # process restarts, so that clients wait in the backlog instead of being refused.
+    bound: dict[int, socket.socket] = field(default_factory=dict)
     servers: list[asyncio.Server] = field(default_factory=list)
     sessions: set[MailSession] = field(default_factory=set)
     in_flight: InFlight = field(default_factory=InFlight)
@@ -246,15 +249,21 @@ class MailServer(abc.ABC):
         handler = self.make_handler()
         loop = asyncio.get_running_loop()
         for listener in self.listeners:
-            server = await loop.create_server(
-                functools.partial(self.make_session, handler, context, listener.implicit_tls),
-                self.host,
-                listener.port,
-                ssl=context if listener.implicit_tls else None,
-                # Several processes of a role on one machine share the ports (one per core);
-                # the kernel spreads new connections among them.
-                reuse_port=SHARE_PORTS,
-            )
+            sessions = functools.partial(self.make_session, handler, context, listener.implicit_tls)
+            tls = context if listener.implicit_tls else None
+            bound = self.bound.get(listener.port)
+            if bound is not None:
+                server = await loop.create_server(sessions, sock=bound, ssl=tls)
+            else:
+                server = await loop.create_server(
+                    sessions,
+                    self.host,
+                    listener.port,
+                    ssl=tls,
+                    # Several processes of a role on one machine share the ports (one per
+                    # core); the kernel spreads new connections among them.
+                    reuse_port=SHARE_PORTS,
+                )
             self.servers.append(server)
             log.info(
                 "%s listening on %s:%s (%s)",
