@@ -31,6 +31,7 @@ from posthaste.config.parsers import (
     parse_hostname,
     parse_jitter,
     parse_log_level,
+    parse_metrics_token,
     parse_nameservers,
     parse_path,
     parse_port,
@@ -129,6 +130,8 @@ class Settings:
     job_lease: float = 60.0
     broadcast_chunk_size: int = 1000  # members per transaction of a broadcast's expansion
     log_level: str = "info"
+    # GET /metrics: with a token, any peer presenting it; without, loopback peers only.
+    metrics_token: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -254,6 +257,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
             "broadcast_chunk_size", parse_chunk_size, base.broadcast_chunk_size
         ),
         log_level=get("log_level", parse_log_level, base.log_level),
+        metrics_token=get("metrics_token", parse_metrics_token, base.metrics_token),
     )
 
 

@@ -136,7 +136,10 @@ class Worker:
             await handler(group)
         except Exception:
             # As for one job: the leases run out and the jobs are claimed again.
-            log.exception("a batch of %d %s jobs failed", len(group), group[0].kind)
+            fields = {"kind": group[0].kind, "refs": [job.ref for job in group]}
+            log.exception(
+                "a batch of %d %s jobs failed", len(group), group[0].kind, extra={"fields": fields}
+            )
         finally:
             self.processed += len(group)
             for job in group:
@@ -147,7 +150,10 @@ class Worker:
             await self.handlers[job.kind](job)
         except Exception:
             # The lease runs out and the job is claimed again; the handler decides when to give up.
-            log.exception("job %s (%s %s) failed", job.id, job.kind, job.ref)
+            fields = {"kind": job.kind, "refs": [job.ref]}
+            log.exception(
+                "job %s (%s %s) failed", job.id, job.kind, job.ref, extra={"fields": fields}
+            )
         finally:
             self.processed += 1
             held.pop(job.id, None)
