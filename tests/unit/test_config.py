@@ -654,3 +654,14 @@ def test_toml_regions_table_refuses_stray_values(tmp_path: Path) -> None:
     path = write_toml(tmp_path, "[regions]\ndefault = 'us-east-1'\n")
     message = config_error(tmp_path, CONFIG=str(path))
     assert message.startswith(f"regions.default in {path}: expected a table")
+
+
+def test_metrics_token_is_read_checked_and_kept_out_of_repr(tmp_path: Path) -> None:
+    assert load(tmp_path).metrics_token == ""
+    settings = load(tmp_path, METRICS_TOKEN="  scrape-me-0123456789  ")
+    assert settings.metrics_token == "scrape-me-0123456789"
+    assert "scrape-me" not in repr(settings)
+    short = config_error(tmp_path, METRICS_TOKEN="short-token")
+    assert short == "POSTHASTE_METRICS_TOKEN: expected at least 16 characters, got 11"
+    spaced = config_error(tmp_path, METRICS_TOKEN="scrape me 0123456789")
+    assert spaced == "POSTHASTE_METRICS_TOKEN: expected no white space inside the token"
