@@ -45,6 +45,7 @@ from posthaste.services.event_definitions import EventDefinitionService
 from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
+from posthaste.services.metrics import Metrics, MetricsService
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.retention import RetentionService
 from posthaste.services.segments import SegmentService
@@ -99,6 +100,8 @@ class Services:
     automation_steps: StepRunner
     tracking: TrackingService
     retention: RetentionService
+    metrics: Metrics
+    metrics_service: MetricsService
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -132,7 +135,7 @@ class Services:
             **options,  # type: ignore[arg-type]
         )
         box = SecretBox(settings.secret_keys, WEBHOOK_SECRET_PURPOSE)
-        dispatcher = WebhookDispatcher(self.db, client, box, policy)
+        dispatcher = WebhookDispatcher(self.db, client, box, policy, self.metrics)
         self.dispatchers.append(dispatcher)
         return dispatcher
 
@@ -160,6 +163,7 @@ def build_services(
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
     db = Database(settings.async_database_url, _dialect(settings))
+    metrics = Metrics()
     idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
     parsed_templates = ParseCache()
@@ -168,7 +172,9 @@ def build_services(
     template_content = TemplateContent(parsed_templates)
     sender_policy = senders or DomainSenders(db, settings.default_region)
     links = UnsubscribeLinks(settings.secret_keys, settings.public_url)
-    sending = SendingService(db, content or template_content, sender_policy, idempotency, links)
+    sending = SendingService(
+        db, content or template_content, sender_policy, idempotency, links, metrics
+    )
     unsubscribe = UnsubscribeService(db, links)
     unsubscribe_pages = (links.url_of(""),)  # never tracked
     tracking = TrackingLinks(settings.secret_keys, settings.public_url, untracked=unsubscribe_pages)
@@ -193,6 +199,7 @@ def build_services(
             tls_rules or DomainTlsRules(domains),
             tracking,
             tracking_rules or DomainTrackingRules(domains),
+            metrics=metrics,
         ),
         attempts=AttemptQueries(db),
         templates=TemplateService(db, parsed_templates),
@@ -245,6 +252,8 @@ def build_services(
         automation_steps=StepRunner(db, sending),
         tracking=TrackingService(db, tracking),
         retention=RetentionService(db, settings.retention_days),
+        metrics=metrics,
+        metrics_service=MetricsService(db, metrics),
     )
 
 

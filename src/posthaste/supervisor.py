@@ -15,6 +15,11 @@ a child has run a minute). A child that cannot start at first (it exits, or repo
 before it listens) stops the others, and ``serve`` exits 1 with one line saying which and why.
 SIGTERM/SIGINT reach every child, each drains as a lone process does, and one still running
 after ``STOP_SECONDS`` is killed. See ``docs/deploying.md`` (process model, sizing).
+
+Metrics: the children count in files of a directory made fresh for each run
+(``PROMETHEUS_MULTIPROC_DIR``, private to this user), which ``GET /metrics`` in any API process
+adds up; the files of a child that exited stay (its counts stay in the totals), and the
+directory is removed when ``serve`` ends (``services/metrics.py``, ``docs/operations.md``).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +40,8 @@ from posthaste.config import ALL_ROLES, Roles, Settings, roles_label
 from posthaste.server import SHUTDOWN_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client in each child
 
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
@@ -132,8 +141,12 @@ async def supervise(settings: Settings, layout: Layout) -> int:
                 file=sys.stderr,
             )
             return 1
-        supervisor = Supervisor(settings, layout, http, smtp)
-        return await supervisor.run()
+        metrics_dir = tempfile.mkdtemp(prefix="posthaste-metrics-")  # mode 0700
+        try:
+            supervisor = Supervisor(settings, layout, http, metrics_dir, smtp)
+            return await supervisor.run()
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _bind_http(settings: Settings) -> socket.socket:
@@ -177,6 +190,7 @@ def _environ(settings: Settings) -> dict[str, str]:
     environ["POSTHASTE_PUBLIC_URL"] = settings.public_url
     environ.pop("POSTHASTE_ROLE", None)
     environ.pop("POSTHASTE_PROCESSES", None)
+    environ.pop(MULTIPROCESS_ENV, None)  # the children get this run's own (``_child_environ``)
     return environ
 
 
@@ -208,6 +222,7 @@ class Supervisor:
     settings: Settings
     layout: Layout
     http: socket.socket
+    metrics_dir: str
     smtp: dict[int, socket.socket] = field(default_factory=dict)  # port → its bound socket
     children: list[Child] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -302,6 +317,7 @@ class Supervisor:
     def _child_environ(self) -> dict[str, str]:
         environ = _environ(self.settings)
         environ["POSTHASTE_HTTP_PORT"] = str(self.http.getsockname()[1])  # when given as 0
+        environ[MULTIPROCESS_ENV] = self.metrics_dir
         return environ
 
     async def _watch(self, child: Child) -> None:
@@ -309,6 +325,7 @@ class Supervisor:
         while True:
             assert child.process is not None
             code = await child.process.wait()
+            self._forget(child.pid)
             ran = time.monotonic() - child.started_at
             if ran >= STEADY_SECONDS:
                 child.backoff = FIRST_BACKOFF
@@ -353,6 +370,13 @@ class Supervisor:
                     with contextlib.suppress(ProcessLookupError):
                         child.process.kill()
             await asyncio.wait(pending)
+
+    def _forget(self, pid: int | None) -> None:
+        """A child has exited: its live gauges leave the totals (its counters stay)."""
+        from prometheus_client.multiprocess import mark_process_dead
+
+        if pid is not None:
+            mark_process_dead(pid, self.metrics_dir)  # type: ignore[no-untyped-call]
 
     def _log_layout(self) -> None:
         labels = dict.fromkeys(self.layout.labels())

@@ -11,18 +11,22 @@ import os
 import signal
 import smtplib
 import socket
+import ssl
 import subprocess
 import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import EmailMessage
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.supervisor import WORKER_NICENESS
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
 from tests.e2e.conftest import _bootstrap_keys, free_port
@@ -295,3 +299,81 @@ def test_a_database_that_cannot_be_prepared_stops_serve_with_one_line(
     reasons = [line for line in serve.output().splitlines() if line.startswith("posthaste: ")]
     assert reasons and reasons[-1].startswith("posthaste: preparing the database failed")
     assert not children(serve.process.pid)
+
+
+def scrape(serve: Serve) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    answer = httpx.get(f"{serve.url}/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def relay_send(serve: Serve, key: str) -> None:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "hi@acme.test", SIMULATED, "relayed"
+    msg.set_content("Relayed.\n")
+    context = ssl.create_default_context(cafile=str(serve.data_dir / CERT_FILENAME))
+    port = int(serve.env["POSTHASTE_SMTP_RELAY_PORT"])
+    with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+        client.starttls(context=context)
+        client.login("posthaste", key)
+        client.send_message(msg)
+
+
+def metrics_dir(serve: Serve) -> Path:
+    """The directory the supervisor gave its children (read from a child's environment)."""
+    pid = next(iter(children(serve.process.pid)))
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    [entry] = [e for e in environ if e.startswith(b"PROMETHEUS_MULTIPROC_DIR=")]
+    return Path(entry.split(b"=", 1)[1].decode())
+
+
+def test_metrics_add_up_every_process_and_survive_restarts(serving: Serve) -> None:
+    """Emails accepted by the API process and delivered by the two worker processes are all
+    in one scrape; killing the API process and a worker loses no count."""
+    accepted = "posthaste_emails_accepted_total"
+    api = frozenset({("origin", "api"), ("stream", "transactional")})
+    relay = frozenset({("origin", "relay"), ("stream", "transactional")})
+    delivered = ("posthaste_delivery_seconds_count", frozenset())
+    key = _bootstrap_keys(serving.data_dir)["test"]
+    headers = {"Authorization": f"Bearer {key}"}
+    no_keepalive = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(base_url=serving.url, headers=headers, limits=no_keepalive) as client:
+        ids = [send(client, n) for n in range(4)]
+        relay_send(serving, key)
+        until(lambda: scrape(serving).get(delivered) == 5, "five deliveries in the metrics")
+        found = scrape(serving)
+        assert found[accepted, api] == 4 and found[accepted, relay] == 1
+        assert found["posthaste_emails_total", frozenset({("status", "delivered")})] == 5
+        assert (
+            found[
+                "posthaste_smtp_sessions_total",
+                frozenset({("server", "relay"), ("outcome", "accepted")}),
+            ]
+            == 1
+        )
+        directory = metrics_dir(serving)
+        assert directory.is_dir() and oct(directory.stat().st_mode & 0o777) == "0o700"
+        for role in ("worker", "api,smtp,inbound"):
+            killed = serving.pid_of(role)
+            os.kill(killed, signal.SIGKILL)
+            until(
+                lambda r=role, k=killed: (
+                    serving.roles()[r] == 1 + (r == "worker")
+                    and k not in children(serving.process.pid)
+                ),
+                f"a new {role} process",
+            )
+        until(lambda: _ready(serving), "the new API process")
+        after = scrape(serving)
+        assert after[accepted, api] == 4 and after[accepted, relay] == 1
+        assert after[delivered] == 5
+        ids.append(send(client, 9))
+        until(lambda: all_delivered(client, ids), "every accepted email to be delivered")
+        until(lambda: scrape(serving).get(delivered) == 6, "the sixth delivery in the metrics")
+        assert scrape(serving)[accepted, api] == 5
+    assert serving.stop() == 0, serving.output()
+    assert not directory.exists()

@@ -672,3 +672,14 @@ def test_request_memory_takes_a_size_with_a_unit(tmp_path: Path) -> None:
     message = config_error(tmp_path, REQUEST_MEMORY="10KiB")
     assert message == "POSTHASTE_REQUEST_MEMORY: expected at least 1MiB, got '10KiB'"
     assert "expected a size" in config_error(tmp_path, REQUEST_MEMORY="lots")
+
+
+def test_metrics_token_is_read_checked_and_kept_out_of_repr(tmp_path: Path) -> None:
+    assert load(tmp_path).metrics_token == ""
+    settings = load(tmp_path, METRICS_TOKEN="  scrape-me-0123456789  ")
+    assert settings.metrics_token == "scrape-me-0123456789"
+    assert "scrape-me" not in repr(settings)
+    short = config_error(tmp_path, METRICS_TOKEN="short-token")
+    assert short == "POSTHASTE_METRICS_TOKEN: expected at least 16 characters, got 11"
+    spaced = config_error(tmp_path, METRICS_TOKEN="scrape me 0123456789")
+    assert spaced == "POSTHASTE_METRICS_TOKEN: expected no white space inside the token"

@@ -25,6 +25,7 @@ from posthaste.api.routes import (
     health,
     inbound,
     links,
+    metrics,
     segments,
     streams,
     suppressions,
@@ -54,6 +55,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     # Early: routes are tried in order, and a recipient's mail client hits these the most.
     app.include_router(tracking.router)
     app.include_router(inbound.router)  # before emails: /emails/received is not an email id
@@ -83,5 +85,5 @@ def create_app(services: Services) -> FastAPI:
     # Outermost last: the log sees every answer, the body limit runs before anything reads.
     app.add_middleware(CatchAll)
     app.add_middleware(BodyLimit, budget=MemoryBudget(services.settings.request_memory))
-    app.add_middleware(RequestLog)
+    app.add_middleware(RequestLog, metrics=services.metrics)
     return app

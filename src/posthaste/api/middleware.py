@@ -12,6 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from posthaste.api.errors import error_body
 from posthaste.errors import InternalServerError, PayloadTooLarge, ServiceUnavailable
+from posthaste.logs import REQUEST_ID
+from posthaste.services.metrics import UNMATCHED_ROUTE, Metrics
 
 log = logging.getLogger("posthaste.access")
 
@@ -199,11 +201,14 @@ class CatchAll:
 
 
 class RequestLog:
-    """Gives each request an id (``X-Request-Id``, kept when the caller sends a sane one) and
-    logs one JSON line when it ends."""
+    """Gives each request an id (``X-Request-Id``, kept when the caller sends a sane one) that
+    every log line of the request carries, logs one JSON line when it ends, and times it for
+    ``posthaste_http_request_seconds`` under its route's template (``/emails/{email_id}``,
+    never the raw path: one series per route, ``unmatched`` for any path no route answers)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -221,20 +226,31 @@ class RequestLog:
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
             await send(message)
 
+        token = REQUEST_ID.set(request_id)
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            seconds = time.perf_counter() - started
+            if self.metrics is not None:
+                self.metrics.http_request(_route_of(scope), status, seconds)
             if log.isEnabledFor(logging.INFO):
                 fields = {
-                    "request_id": request_id,
                     "method": scope["method"],
                     "path": scope["path"],
                     "status": status,
-                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                    "ms": round(seconds * 1000, 2),
                 }
                 log.info(
                     "%s %s %s", scope["method"], scope["path"], status, extra={"fields": fields}
                 )
+            REQUEST_ID.reset(token)
+
+
+def _route_of(scope: Scope) -> str:
+    """The template of the route that answered (the router records it in the scope)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
 
 
 def _incoming_id(scope: Scope) -> str | None:

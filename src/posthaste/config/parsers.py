@@ -116,6 +116,9 @@ def parse_positive_duration(text: str) -> float:
     return seconds
 
 
+METRICS_TOKEN_MIN_LENGTH = 16
+
+
 def parse_secret_key(text: str) -> str:
     """A secret key of at least ``SECRET_KEY_MIN_LENGTH`` characters."""
     key = text.strip()
@@ -128,6 +131,19 @@ def parse_secret_key(text: str) -> str:
 def parse_secret_keys(text: str) -> tuple[str, ...]:
     """Secret keys separated by commas (the previous keys of a rotation), each a valid key."""
     return tuple(parse_secret_key(part) for part in text.split(",") if part.strip())
+
+
+def parse_metrics_token(text: str) -> str:
+    """The bearer token of ``GET /metrics``: at least ``METRICS_TOKEN_MIN_LENGTH`` characters,
+    none of them white space (it travels in an ``Authorization`` header)."""
+    token = text.strip()
+    if any(character.isspace() for character in token):
+        raise ValueError("expected no white space inside the token")
+    if len(token) < METRICS_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"expected at least {METRICS_TOKEN_MIN_LENGTH} characters, got {len(token)}"
+        )
+    return token
 
 
 def parse_roles(text: str) -> Roles:

@@ -31,6 +31,7 @@ from posthaste.config.parsers import (
     parse_hostname,
     parse_jitter,
     parse_log_level,
+    parse_metrics_token,
     parse_nameservers,
     parse_path,
     parse_port,
@@ -141,6 +142,8 @@ class Settings:
     # Bytes of large request bodies (1 MiB and more) one API process works on at once.
     request_memory: int = 100 * 1024 * 1024
     log_level: str = "info"
+    # GET /metrics: with a token, any peer presenting it; without, loopback peers only.
+    metrics_token: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -273,6 +276,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
             "broadcast_chunk_size", parse_chunk_size, base.broadcast_chunk_size
         ),
         log_level=get("log_level", parse_log_level, base.log_level),
+        metrics_token=get("metrics_token", parse_metrics_token, base.metrics_token),
     )
 
 

@@ -48,12 +48,14 @@ from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
 from posthaste.core.tracking import UNTRACKED, TrackingLinks, TrackingOptions
 from posthaste.core.verp import verp_address
+from posthaste.logs import EMAIL_ID, logged_with
 from posthaste.services.delivery_plan import (
     attempt_rows,
     plan_outcomes,
     plan_suppressed,
     simulate,
 )
+from posthaste.services.metrics import Metrics
 from posthaste.services.suppressions import suppress
 from posthaste.storage import attempts as attempts_repo
 from posthaste.storage import emails as repo
@@ -173,8 +175,11 @@ class DeliveryService:
         tls_rules: TlsRules | None = None,
         tracking: TrackingLinks | None = None,
         tracking_rules: TrackingRules | None = None,
+        *,
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
+        self.metrics = metrics or Metrics()
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
         self.verp = verp
@@ -218,9 +223,10 @@ class DeliveryService:
             for job in jobs:
                 email = emails.get(job.ref)
                 known = outcomes.get(job.ref, {})
-                attempt = self._start_one(
-                    writes, job, email, known, listed.get(job.ref, set()), now
-                )
+                with logged_with(EMAIL_ID, job.ref):
+                    attempt = self._start_one(
+                        writes, job, email, known, listed.get(job.ref, set()), now
+                    )
                 if attempt is not None:
                     attempts.append(attempt)
             writes.progress = {a.email.id: DeliveryProgress(attempts=a.number) for a in attempts}
@@ -290,12 +296,15 @@ class DeliveryService:
         for attempt in attempts:
             email = attempt.email
             kept = stored.get(email.raw_blob_id) if email.raw_blob_id else None
-            try:
-                messages[email.id] = await self._prepared(email, senders, kept, infos, contents)
-            except (DkimError, ValueError) as exc:
-                # The same input fails the same way every time: the email cannot be sent.
-                log.exception("email %s: the message could not be built or signed", email.id)
-                messages[email.id] = Unsendable(f"{type(exc).__name__}: {exc}")
+            prepared: tuple[bytes, bool] | Unsendable
+            with logged_with(EMAIL_ID, email.id):
+                try:
+                    prepared = await self._prepared(email, senders, kept, infos, contents)
+                except (DkimError, ValueError) as exc:
+                    # The same input fails the same way every time: the email cannot be sent.
+                    log.exception("email %s: the message could not be built or signed", email.id)
+                    prepared = Unsendable(f"{type(exc).__name__}: {exc}")
+            messages[email.id] = prepared
         return messages
 
     async def _prepared(
@@ -347,6 +356,12 @@ class DeliveryService:
     async def _send(
         self, attempt: Attempt, message: tuple[bytes, bool], senders: _SenderFacts
     ) -> Sent:
+        with logged_with(EMAIL_ID, attempt.email.id):
+            return await self._send_one(attempt, message, senders)
+
+    async def _send_one(
+        self, attempt: Attempt, message: tuple[bytes, bool], senders: _SenderFacts
+    ) -> Sent:
         raw, built = message
         email = attempt.email
         real = [r for r in attempt.waiting if simulator_kind(r) is None]
@@ -370,6 +385,7 @@ class DeliveryService:
         now = now_ms()
         writes = _Writes()
         ids = [s.attempt.email.id for s in sent] + [a.email.id for a, _ in failures]
+        accepted_at: list[int] = []  # the emails sent by this batch, for the delivery time
         async with self.db.transaction() as tx:
             emails = await repo.get_emails_any_team(tx, ids, for_update=True)
             for attempt, reason in failures:
@@ -391,6 +407,8 @@ class DeliveryService:
                 rows.extend(attempt_rows(email, item.attempt.number, item.report, verdicts))
                 await _suppress(tx, email, item.report.replies, verdicts, now)
                 plan = plan_outcomes(email, item.report.replies, verdicts, known[email.id])
+                if any(e.event_type is EventType.EMAIL_SENT for e in plan.events):
+                    accepted_at.append(email.created_at)
                 writes.events.extend(plan.events)
                 writes.outcomes.extend(plan.outcomes)
                 if plan.provider_message_id is not None:
@@ -399,6 +417,8 @@ class DeliveryService:
             await attempts_repo.insert_attempts(tx, rows)
             writes.progress = _progress(blob_ids, provider_ids)
             await writes.flush(tx, now)
+        for created_at in accepted_at:
+            self.metrics.email_sent(created_at, now)
 
     def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:
         last_attempt = attempt.number > len(self.retry_schedule)
@@ -457,7 +477,7 @@ async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -
     try:
         return await transport.send(envelope, raw)
     except Exception:
-        log.exception("email %s: the %s transport failed", envelope.message_id, transport.name)
+        log.exception("the %s transport failed for %s", transport.name, envelope.message_id)
         text = "4.3.0 Internal error in the transport; will retry"
         replies = [RecipientReply(r, 451, text, False) for r in envelope.recipients]
         return DeliveryReport(replies, [])

@@ -46,6 +46,7 @@ from posthaste.errors import (
 )
 from posthaste.services.group_commit import GroupCommit
 from posthaste.services.idempotency import IdempotencyService, Replay
+from posthaste.services.metrics import Metrics
 from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import emails as emails_repo
 from posthaste.storage import limits as limits_repo
@@ -60,6 +61,7 @@ Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
 Outcome = Email | PosthasteError
 _Streams = dict[tuple[str, str], str | None]  # (team, stream id) → its type (None: no such stream)
 BROADCAST_STREAM = "broadcast"
+TRANSACTIONAL_STREAM = "transactional"
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,10 @@ class SendingService:
         senders: SenderPolicy,
         idempotency: IdempotencyService,
         links: UnsubscribeLinks,
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
+        self.metrics = metrics or Metrics()
         self.content = content
         self.senders = senders
         self.idempotency = idempotency
@@ -232,6 +236,7 @@ class SendingService:
         items = await _not_unsubscribed(tx, items)
         items = await _within_quota(tx, items, now)
         await _stored(tx, items, now)
+        self._count(items)
         return [[item.outcome() for item in group] for group in _by_call(items, calls)]
 
     async def _checked(self, tx: Tx, item: _Item, now: int, streams: _Streams) -> _Item:
@@ -264,6 +269,14 @@ class SendingService:
         kept = {k: v for k, v in email.headers.items() if k.lower() != "list-unsubscribe-post"}
         email = replace(email, headers={**kept, **added})
         return replace(item, email=email, added_headers=added)
+
+    def _count(self, items: list[_Item]) -> None:
+        """Each stored email, by entry point and stream type (``posthaste_emails_accepted``).
+        Counted once stored: a caller's transaction that then rolls back (a broadcast's chunk,
+        an automation's step) is rare enough not to be worth a hook on its commit."""
+        for item in _pending(items):
+            stream = BROADCAST_STREAM if item.on_broadcast_stream else TRANSACTIONAL_STREAM
+            self.metrics.email_accepted(item.call.origin.value, stream)
 
 
 def _single(outcomes: list[Outcome]) -> Email:

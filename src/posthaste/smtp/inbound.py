@@ -42,6 +42,8 @@ class InboundEnvelope(Envelope):
 class InboundSMTP(MailSession):
     """The mail session without AUTH, its envelopes carrying their mailboxes."""
 
+    server = "inbound"
+
     def _create_envelope(self) -> InboundEnvelope:
         return InboundEnvelope()
 
@@ -90,6 +92,7 @@ class InboundHandler:
             except Exception:
                 log.exception("inbound: storing a message failed")
                 return INTERNAL.line()
+        log.info("inbound stored %s", " ".join(stored), extra={"fields": {"stored": stored}})
         return f"250 2.0.0 OK {' '.join(stored)}".rstrip()
 
 
@@ -122,6 +125,7 @@ class InboundServer(MailServer):
             handler,
             self.sessions,
             implicit,
+            self.services.metrics,
             hostname=self.hostname,
             ident="Posthaste inbound",
             data_size_limit=self.max_message_bytes,

@@ -29,6 +29,7 @@ from posthaste.core.models import Origin, Principal
 from posthaste.core.send_request import MAX_RECIPIENTS
 from posthaste.core.submission import Submission, parse_submission
 from posthaste.errors import InvalidApiKey, PosthasteError
+from posthaste.services.metrics import Metrics
 from posthaste.smtp.replies import reply_line
 from posthaste.smtp.session import SHARE_PORTS, InFlight, Listener, MailServer, MailSession
 
@@ -46,14 +47,17 @@ AUTH_UNAVAILABLE = "454 4.7.0 Temporary authentication failure; retry later"
 class RelaySMTP(MailSession):
     """The mail session with API-key AUTH (PLAIN and LOGIN; ``RelayHandler.verify``)."""
 
+    server = "relay"
+
     def __init__(
         self,
         handler: RelayHandler,
         open_sessions: set[MailSession],
         implicit_tls: bool,
+        metrics: Metrics | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(handler, open_sessions, implicit_tls, **options)
+        super().__init__(handler, open_sessions, implicit_tls, metrics, **options)
         self.relay = handler
 
     async def auth_PLAIN(self, _: object, args: list[str]) -> AuthResult:
@@ -132,6 +136,7 @@ class RelayHandler:
         except Exception as exc:
             log.exception("relay submission failed")
             return reply_line(exc)
+        log.info("relay accepted email %s", email_id, extra={"fields": {"email_id": email_id}})
         return f"250 OK {email_id}"
 
     async def submit(self, principal: Principal, raw: bytes, recipients: Sequence[str]) -> str:
@@ -189,6 +194,7 @@ class RelayServer(MailServer):
             handler,
             self.sessions,
             implicit,
+            self.services.metrics,
             hostname=self.hostname,
             ident="Posthaste relay",
             data_size_limit=self.max_message_bytes,

@@ -16,6 +16,7 @@ import logging
 import re
 import socket
 import ssl
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, AnyStr, cast
@@ -23,6 +24,8 @@ from typing import Any, AnyStr, cast
 from aiosmtpd.smtp import MISSING, SMTP, syntax
 
 from posthaste.bootstrap import Services
+from posthaste.logs import SESSION_ID, logged_with
+from posthaste.services.metrics import Metrics
 from posthaste.smtp.data import read_message, unstuff
 from posthaste.smtp.replies import ENHANCED
 from posthaste.smtp.tls import server_context
@@ -41,16 +44,29 @@ _PLAIN_PATH = re.compile(
 class MailSession(SMTP):
     """aiosmtpd's session with enhanced status codes, implicit-TLS awareness, a fast path
     parser, the event loop's own TLS layer and a chunked DATA reader (the relay's and the
-    inbound server's)."""
+    inbound server's).
+
+    Each connection has a ``session_id`` that every log line of the session carries (the task
+    serving it starts with it in its context), and ends as one ``posthaste_smtp_sessions``
+    count: ``accepted`` (a message was accepted), ``refused`` (none was, and a command got a
+    4xx/5xx reply) or ``no_message``."""
+
+    server = "smtp"  # the ``server`` label of its metrics: ``relay`` or ``inbound``
 
     def __init__(
         self,
         handler: Any,
         open_sessions: set[MailSession],
         implicit_tls: bool,
+        metrics: Metrics | None = None,
         **options: Any,
     ) -> None:
         super().__init__(handler, **options)
+        self.session_id = uuid.uuid4().hex
+        self.metrics = metrics
+        self.accepted_messages = 0
+        self.refused_commands = 0
+        self._counted = False
         self.open_sessions = open_sessions
         open_sessions.add(self)
         if implicit_tls:
@@ -142,6 +158,8 @@ class MailSession(SMTP):
             status = await self._call_handler_hook("DATA")
             reply = "250 OK" if status is MISSING else status
         self._set_post_data_state()  # type: ignore[no-untyped-call]
+        if reply.startswith("250"):
+            self.accepted_messages += 1
         await self.push(reply)
 
     async def _read_message(self) -> bytes | str:
@@ -163,11 +181,30 @@ class MailSession(SMTP):
         except UnicodeDecodeError:
             return None
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The task aiosmtpd starts here to serve the session copies this context.
+        with logged_with(SESSION_ID, self.session_id):
+            super().connection_made(transport)
+
     def connection_lost(self, error: Exception | None) -> None:
         self.open_sessions.discard(self)
-        super().connection_lost(error)
+        with logged_with(SESSION_ID, self.session_id):
+            super().connection_lost(error)
+        self._count()
+
+    def _count(self) -> None:
+        if self._counted or self.metrics is None:
+            return
+        self._counted = True
+        if self.accepted_messages:
+            outcome = "accepted"
+        else:
+            outcome = "refused" if self.refused_commands else "no_message"
+        self.metrics.smtp_session(self.server, outcome)
 
     async def push(self, status: AnyStr) -> None:
+        if status[:1] in ("4", "5", b"4", b"5"):
+            self.refused_commands += 1
         if isinstance(status, str):
             await super().push(ENHANCED.get(status, status))
         else:

@@ -139,7 +139,10 @@ class Worker:
             log.warning("a batch of %d %s jobs waits: %s", len(group), group[0].kind, exc.message)
         except Exception:
             # As for one job: the leases run out and the jobs are claimed again.
-            log.exception("a batch of %d %s jobs failed", len(group), group[0].kind)
+            fields = {"kind": group[0].kind, "refs": [job.ref for job in group]}
+            log.exception(
+                "a batch of %d %s jobs failed", len(group), group[0].kind, extra={"fields": fields}
+            )
         finally:
             self.processed += len(group)
             for job in group:
@@ -152,7 +155,10 @@ class Worker:
             log.warning("job %s (%s %s) waits: %s", job.id, job.kind, job.ref, exc.message)
         except Exception:
             # The lease runs out and the job is claimed again; the handler decides when to give up.
-            log.exception("job %s (%s %s) failed", job.id, job.kind, job.ref)
+            fields = {"kind": job.kind, "refs": [job.ref]}
+            log.exception(
+                "job %s (%s %s) failed", job.id, job.kind, job.ref, extra={"fields": fields}
+            )
         finally:
             self.processed += 1
             held.pop(job.id, None)

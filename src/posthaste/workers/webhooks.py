@@ -32,6 +32,7 @@ from posthaste.core.webhooks import (
     sign,
     signing_key,
 )
+from posthaste.services.metrics import Metrics, webhook_outcome
 from posthaste.storage import webhook_queue as repo
 from posthaste.storage.database import Database
 from posthaste.storage.webhook_endpoints import Target
@@ -81,9 +82,15 @@ class _Lane:
 
 class WebhookDispatcher:
     def __init__(
-        self, db: Database, client: WebhookClient, box: SecretBox, policy: DispatchPolicy
+        self,
+        db: Database,
+        client: WebhookClient,
+        box: SecretBox,
+        policy: DispatchPolicy,
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
+        self.metrics = metrics or Metrics()
         self.client = client
         self.box = box
         self.policy = policy
@@ -222,6 +229,7 @@ class WebhookDispatcher:
             result = await self._post(work, started)
             self._finished.append(self._outcome(claimed, result, started))
             self.attempted += 1
+            self.metrics.webhook_attempt(webhook_outcome(result.success, result.status_code))
         except Exception:
             log.exception("webhook attempt %s/%s crashed", claimed.webhook_id, claimed.event_id)
         finally:
