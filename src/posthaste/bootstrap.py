@@ -39,6 +39,7 @@ from posthaste.services.delivery import (
     TlsRules,
     TrackingRules,
 )
+from posthaste.services.destinations import DestinationQueries, DestinationThrottle
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_definitions import EventDefinitionService
@@ -99,6 +100,7 @@ class Services:
     event_definitions: EventDefinitionService
     automation_steps: StepRunner
     tracking: TrackingService
+    destinations: DestinationQueries
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -162,6 +164,7 @@ def build_services(
     db = Database(settings.async_database_url, _dialect(settings))
     idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
+    transports.pace_with(DestinationThrottle(db, settings.destinations))
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
@@ -195,6 +198,7 @@ def build_services(
             tracking_rules or DomainTrackingRules(domains),
         ),
         attempts=AttemptQueries(db),
+        destinations=DestinationQueries(db, settings.destinations),
         templates=TemplateService(db, parsed_templates),
         domains=domains,
         webhooks=WebhookService(

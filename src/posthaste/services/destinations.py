@@ -1,0 +1,338 @@
+"""Adaptive throttling per destination (``mx`` delivery), shared by every worker of the fleet.
+
+``DestinationThrottle`` is the transport's ``Throttle``. Before a session it takes a slot of
+the destination's pace: from a block of slots this process claimed in one statement
+(``storage/destinations.claim_slots``), so a busy destination costs one statement per block
+and not per message; it waits for a slot less than ``horizon`` away, and holds the mail (not
+sent, the job rescheduled, no attempt counted) when the destination is suspended or its slots
+are promised further ahead than that. After the session it reads the replies: a "slow down"
+(``core/destinations.is_slow_down``, or a burst of failed connections) halves the rate and
+suspends the destination with a jittered back-off that grows with repeats; steady success
+raises the rate a step at a time back to the policy's. Every decision goes in the transcript.
+
+``DestinationQueries`` shows the destinations (``GET /destinations``, ``posthaste
+destinations``): machine-wide figures, no team's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from posthaste.adapters.envelope import RecipientReply
+from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
+from posthaste.adapters.smtp_transports import Admission
+from posthaste.core import destinations as rules
+from posthaste.core.destinations import Policies, Policy
+from posthaste.core.ids import ms_to_datetime
+from posthaste.storage import destinations as repo
+from posthaste.storage.database import Database
+
+HORIZON_MS = 1_000  # wait for a slot at most this long; beyond, hold the mail
+DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
+BLOCK_LIFETIME_US = 1_000_000  # a claimed slot not used within this is given up
+HOLD_SPREAD_MS = 1_000  # held mail comes back spread over this, not all at once
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class _Local:
+    """What this process knows of a destination between two statements."""
+
+    slots: collections.deque[int] = field(default_factory=collections.deque)
+    claimed_at: int = 0
+    used: collections.deque[int] = field(default_factory=collections.deque)
+    waiting: int = 0
+    interval_us: int = 0
+    strikes: int = 0
+    changed_at: int = 0
+    suspended_until: int = 0
+    busy_until_us: int = 0  # slots promised beyond the horizon until then
+    successes: int = 0
+    failures: collections.deque[int] = field(default_factory=collections.deque)
+    known: bool = False  # its row exists with these MX hosts
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def take(self, now_us: int) -> int | None:
+        if now_us - self.claimed_at > BLOCK_LIFETIME_US:
+            self.slots.clear()
+        if not self.slots:
+            return None
+        self.used.append(now_us)
+        return self.slots.popleft()
+
+    def demand(self, now_us: int) -> int:
+        while self.used and now_us - self.used[0] > DEMAND_WINDOW_US:
+            self.used.popleft()
+        return len(self.used) + self.waiting
+
+
+class DestinationThrottle:
+    def __init__(
+        self,
+        db: Database,
+        policies: Policies = rules.NO_OVERRIDES,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.db = db
+        self.policies = policies
+        self.rng = rng or random.Random()
+        self._local: dict[str, _Local] = {}
+
+    # --- before a session ---------------------------------------------------------------
+
+    async def admit(
+        self, destination: str, mx_hosts: Sequence[str], transcript: Transcript
+    ) -> Admission:
+        policy = self.policies.for_destination(destination)
+        local = self._local.setdefault(destination, _Local())
+        local.waiting += 1
+        try:
+            slot = await self._slot(destination, list(mx_hosts), policy, local)
+        finally:
+            local.waiting -= 1
+        if isinstance(slot, Admission):
+            transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
+            return slot
+        rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
+        wait_us = slot - _now_us()
+        if wait_us > 0:
+            transcript.note(f"throttle: {destination} at {rate}: waiting {wait_us // 1000} ms")
+            await asyncio.sleep(wait_us / rules.US)
+        else:
+            transcript.note(f"throttle: {destination} at {rate}")
+        return Admission(policy.max_connections, policy.messages_per_connection)
+
+    async def _slot(
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
+    ) -> int | Admission:
+        """A slot time (epoch µs), or the hold when there is none soon."""
+        async with local.lock:
+            now_us = _now_us()
+            held = self._known_hold(local, now_us)
+            if held is not None:
+                return held
+            slot = local.take(now_us)
+            if slot is not None:
+                return slot
+            if not local.known:
+                async with self.db.transaction() as tx:
+                    await repo.ensure(tx, name, mx_hosts, policy.interval_us, now_us // 1000)
+                local.known = True
+            pace_us = max(local.interval_us, policy.interval_us)
+            count = rules.block_size(pace_us, local.demand(now_us))
+            async with self.db.transaction() as tx:
+                block = await repo.claim_slots(
+                    tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
+                )
+                pace = None if block is not None else await repo.get(tx, name)
+            if block is None:
+                return self._hold_for(local, pace, now_us)
+            local.interval_us, local.strikes = block.interval_us, block.strikes
+            local.busy_until_us = 0
+            local.changed_at, local.claimed_at = block.changed_at, now_us
+            local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
+            local.used.append(now_us)
+            return local.slots.popleft()
+
+    def _known_hold(self, local: _Local, now_us: int) -> Admission | None:
+        now = now_us // 1000
+        if local.suspended_until > now:
+            until = local.suspended_until
+            return self._hold(until, f"suspended until {_clock(until)}")
+        if local.busy_until_us > now_us + HORIZON_MS * 1000:
+            at = local.busy_until_us // 1000 - HORIZON_MS
+            return self._hold(at, f"its slots are taken until {_clock(at)}")
+        return None
+
+    def _hold_for(self, local: _Local, pace: repo.Pace | None, now_us: int) -> Admission:
+        if pace is None:  # never expected: the row was just ensured
+            return self._hold(now_us // 1000, "no throttle row")
+        local.interval_us, local.strikes, local.changed_at = (
+            pace.interval_us,
+            pace.strikes,
+            pace.changed_at,
+        )
+        local.slots.clear()
+        if pace.suspended_until > now_us // 1000:
+            until = local.suspended_until = pace.suspended_until
+            return self._hold(until, f"suspended until {_clock(until)}")
+        local.busy_until_us = pace.next_slot_us
+        at = pace.next_slot_us // 1000 - HORIZON_MS
+        return self._hold(at, f"its slots are taken until {_clock(pace.next_slot_us // 1000)}")
+
+    def _hold(self, at: int, reason: str) -> Admission:
+        until = at + int(self.rng.uniform(0, HOLD_SPREAD_MS))
+        return Admission(0, 0, hold_until=until, reason=reason)
+
+    # --- after a session ----------------------------------------------------------------
+
+    async def observe(
+        self,
+        destination: str,
+        replies: Sequence[RecipientReply],
+        failed: SmtpUnavailable | None,
+        transcript: Transcript,
+    ) -> int | None:
+        policy = self.policies.for_destination(destination)
+        local = self._local.setdefault(destination, _Local())
+        now = _now_us() // 1000
+        answers = [(r.code, r.text) for r in replies]
+        if failed is not None:
+            answers.append((failed.code, failed.text))
+        slow = next(((c, t) for c, t in answers if rules.is_slow_down(c, t)), None)
+        if slow is not None:
+            return await self._slow_down(destination, policy, f"{slow[0]} {slow[1]}", transcript)
+        if failed is not None:
+            return await self._failed_connection(
+                destination, policy, local, failed, now, transcript
+            )
+        if any(200 <= r.code < 300 for r in replies):
+            local.successes += 1
+            local.failures.clear()
+            await self._maybe_speed_up(destination, policy, local, now, transcript)
+        return None
+
+    async def _failed_connection(
+        self,
+        name: str,
+        policy: Policy,
+        local: _Local,
+        failed: SmtpUnavailable,
+        now: int,
+        transcript: Transcript,
+    ) -> int | None:
+        """Refused or timed-out connections in a burst count as one "slow down"."""
+        local.failures.append(now)
+        while local.failures and now - local.failures[0] > rules.CONNECTION_BURST_MS:
+            local.failures.popleft()
+        if len(local.failures) < rules.CONNECTION_BURST:
+            return None
+        local.failures.clear()
+        reply = f"{failed.code} {failed.text} ({rules.CONNECTION_BURST} failed connections)"
+        return await self._slow_down(name, policy, reply, transcript)
+
+    async def _slow_down(
+        self, name: str, policy: Policy, reply: str, transcript: Transcript
+    ) -> int:
+        """Halve the rate and suspend, unless another worker has just done so (then its
+        suspension stands); the time the deferred mail waits until."""
+        local = self._local.setdefault(name, _Local())
+        now = _now_us() // 1000
+        async with self.db.transaction() as tx:
+            pace = await repo.get(tx, name, for_update=True)
+            if pace is None:
+                return now
+            if pace.suspended_until > now:
+                until = pace.suspended_until
+                decision = f"already suspended until {_clock(until)}"
+            else:
+                strikes = pace.strikes + 1
+                until = now + rules.backoff_ms(strikes, self.rng)
+                slower = rules.halved(max(pace.interval_us, policy.interval_us))
+                before = rules.format_rate(rules.US / max(pace.interval_us, policy.interval_us))
+                decision = (
+                    f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
+                    f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes})"
+                )
+                await repo.suspend(tx, pace, slower, until, now, reply, decision)
+                local.interval_us, local.strikes, local.changed_at = slower, strikes, now
+        local.suspended_until, local.successes = until, 0
+        local.slots.clear()
+        transcript.note(
+            f"throttle: {name} answered {reply!r}: {decision}; the deferred mail waits "
+            "without using up an attempt"
+        )
+        return until + int(self.rng.uniform(0, HOLD_SPREAD_MS))
+
+    async def _maybe_speed_up(
+        self, name: str, policy: Policy, local: _Local, now: int, transcript: Transcript
+    ) -> None:
+        """Additive increase: a step towards the policy's rate after steady success."""
+        below = local.interval_us > policy.interval_us or local.strikes > 0
+        if not below or local.successes < rules.INCREASE_AFTER:
+            return
+        if now - local.changed_at < rules.INCREASE_EVERY_MS:
+            return
+        local.successes = 0
+        current = max(local.interval_us, policy.interval_us)
+        faster = rules.raised(current, policy)
+        async with self.db.transaction() as tx:
+            done = await repo.speed_up(
+                tx, name, local.interval_us, faster, now, rules.INCREASE_EVERY_MS
+            )
+        if done:
+            before, after = rules.US / current, rules.US / faster
+            transcript.note(
+                f"throttle: {name}: steady success, rate {rules.format_rate(before)} -> "
+                f"{rules.format_rate(after)}"
+            )
+            local.interval_us, local.changed_at = faster, now
+            local.strikes = max(local.strikes - 1, 0)
+            local.slots.clear()
+        else:
+            local.changed_at = now  # someone else moved it: learn it at the next claim
+
+
+def _clock(at_ms: int) -> str:
+    return ms_to_datetime(at_ms).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --- showing them ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecentReply:
+    at: int
+    reply: str
+    decision: str
+
+
+@dataclass(frozen=True)
+class DestinationView:
+    name: str
+    mx_hosts: list[str]
+    state: str
+    rate: float  # messages per second now
+    policy: Policy
+    suspended_until: int | None
+    recent: list[RecentReply]
+
+
+class DestinationQueries:
+    def __init__(self, db: Database, policies: Policies = rules.NO_OVERRIDES) -> None:
+        self.db = db
+        self.policies = policies
+
+    async def list(self, recent: int = 10) -> list[DestinationView]:
+        """Every destination seen, by name, with its newest replies behind decisions."""
+        now = _now_us() // 1000
+        async with self.db.read() as tx:
+            paces = await repo.list_all(tx)
+            replies = await repo.recent_replies(tx, recent)
+        views = []
+        for pace in paces:
+            policy = self.policies.for_destination(pace.name)
+            interval = max(pace.interval_us, policy.interval_us)
+            views.append(
+                DestinationView(
+                    name=pace.name,
+                    mx_hosts=pace.mx_hosts,
+                    state=rules.state_of(interval, pace.suspended_until, policy, now),
+                    rate=rules.US / interval,
+                    policy=policy,
+                    suspended_until=pace.suspended_until if pace.suspended_until > now else None,
+                    recent=[
+                        RecentReply(r.at, r.reply, r.decision) for r in replies.get(pace.name, [])
+                    ],
+                )
+            )
+        return views
