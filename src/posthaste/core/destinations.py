@@ -158,3 +158,23 @@ def state_of(interval_us: int, suspended_until: int, policy: Policy, now_ms: int
     if interval_us > policy.interval_us:
         return DestinationState.THROTTLED.value
     return DestinationState.ACTIVE.value
+
+
+@dataclass(frozen=True)
+class RecentReply:
+    at: int
+    reply: str
+    decision: str
+
+
+@dataclass(frozen=True)
+class DestinationView:
+    """A destination as ``GET /destinations`` shows it: machine-wide, no team's data."""
+
+    name: str
+    mx_hosts: list[str]
+    state: str
+    rate: float  # messages per second now
+    policy: Policy
+    suspended_until: int | None
+    recent: list[RecentReply]

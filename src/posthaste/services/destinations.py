@@ -27,7 +27,7 @@ from posthaste.adapters.envelope import RecipientReply
 from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
 from posthaste.adapters.smtp_transports import Admission
 from posthaste.core import destinations as rules
-from posthaste.core.destinations import Policies, Policy
+from posthaste.core.destinations import DestinationView, Policies, Policy, RecentReply
 from posthaste.core.ids import ms_to_datetime
 from posthaste.storage import destinations as repo
 from posthaste.storage.database import Database
@@ -107,6 +107,10 @@ class DestinationThrottle:
         if wait_us > 0:
             transcript.note(f"throttle: {destination} at {rate}: waiting {wait_us // 1000} ms")
             await asyncio.sleep(wait_us / rules.US)
+            held = self._known_hold(local, _now_us())  # suspended while this one waited
+            if held is not None:
+                transcript.note(f"throttle: {destination}: {held.reason}; the mail is held")
+                return held
         else:
             transcript.note(f"throttle: {destination} at {rate}")
         return Admission(policy.max_connections, policy.messages_per_connection)
@@ -287,24 +291,6 @@ def _clock(at_ms: int) -> str:
 
 
 # --- showing them ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecentReply:
-    at: int
-    reply: str
-    decision: str
-
-
-@dataclass(frozen=True)
-class DestinationView:
-    name: str
-    mx_hosts: list[str]
-    state: str
-    rate: float  # messages per second now
-    policy: Policy
-    suspended_until: int | None
-    recent: list[RecentReply]
 
 
 class DestinationQueries:
