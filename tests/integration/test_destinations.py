@@ -6,18 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
+from sqlalchemy import update
 
+from posthaste.adapters.envelope import RecipientReply
+from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
+from posthaste.core import destinations as rules
 from posthaste.core.destinations import Policies
+from posthaste.core.ids import now_ms
+from posthaste.services.destinations import DestinationThrottle
 from posthaste.storage import destinations as repo
+from posthaste.storage.tables import destinations
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_api_emails import assert_error
@@ -231,3 +239,65 @@ async def test_only_full_access_keys_see_destinations(
     assert_error(await client.get("/destinations"), 401, "missing_api_key")
     empty = await client.get("/destinations", headers=tenant.headers("live"))
     assert empty.status_code == 200 and empty.json() == {"object": "list", "data": []}
+
+
+def _reply(code: int, text: str) -> RecipientReply:
+    return RecipientReply("a@example.com", code, text, True)
+
+
+async def test_the_throttle_halves_suspends_holds_and_raises_again(services: Services) -> None:
+    policy = Policies({"example.com": {"rate": 20.0}})
+    throttle = DestinationThrottle(services.db, policy, rng=random.Random(3))
+    mx = ["mx.example.com"]
+    first = Transcript()
+    admitted = await throttle.admit("example.com", mx, first)
+    assert admitted.hold_until is None and admitted.max_connections == 8
+    assert first.lines[-1]["note"] == "throttle: example.com at 20/s"
+
+    slow = _reply(421, "4.7.28 unusual rate")
+    noted = Transcript()
+    until = await throttle.observe("example.com", [slow], None, noted)
+    assert until is not None and until > now_ms() + 1_000
+    assert "rate 20/s -> 10/s, suspended" in noted.lines[-1]["note"]
+    # A second 421 from the same burst does not halve again.
+    again = Transcript()
+    assert await throttle.observe("example.com", [slow], None, again) is not None
+    assert "already suspended" in again.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.com")
+    assert pace is not None and pace.interval_us == 100_000 and pace.strikes == 1
+
+    # Another worker (its own throttle) learns the suspension from the database.
+    other = DestinationThrottle(services.db, policy)
+    held = await other.admit("example.com", mx, Transcript())
+    assert held.hold_until is not None and held.hold_until >= pace.suspended_until
+
+    # Once the suspension is over, steady success raises the rate a step (20/s + 2/s a step).
+    async with services.db.transaction() as tx:
+        past = now_ms() - 5_000
+        await tx.conn.execute(
+            update(destinations).values(suspended_until=past, changed_at=past, next_slot_us=0)
+        )
+    raised, later = Transcript(), DestinationThrottle(services.db, policy)
+    for _ in range(rules.INCREASE_AFTER):
+        await later.admit("example.com", mx, Transcript())
+        await later.observe("example.com", [_reply(250, "2.0.0 OK")], None, raised)
+    assert "steady success, rate 10/s -> 12/s" in raised.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.com")
+    assert pace is not None and pace.interval_us == 83_333 and pace.strikes == 0
+
+
+async def test_a_burst_of_failed_connections_slows_the_destination(services: Services) -> None:
+    throttle = DestinationThrottle(services.db)
+    await throttle.admit("example.net", ["mx.example.net"], Transcript())
+    refused = SmtpUnavailable(451, "4.4.1 Connection failed: refused")
+    decisions = [
+        await throttle.observe("example.net", [], refused, Transcript())
+        for _ in range(rules.CONNECTION_BURST)
+    ]
+    assert decisions[:-1] == [None] * (rules.CONNECTION_BURST - 1)
+    assert decisions[-1] is not None
+    listed = {d.name: d for d in await services.destinations.list()}
+    assert listed["example.net"].state == "suspended"
+    assert listed["example.net"].recent[0].reply.startswith("451 4.4.1 Connection failed")
