@@ -91,7 +91,7 @@ def test_policies_layer_configured_tables_over_the_shipped_ones() -> None:
         {"default": {"rate": 50.0}, "google.com": {"max_connections": 2}, "example.com": {}}
     )
     google = configured.for_destination("google.com")
-    assert google == Policy(max_connections=2, messages_per_connection=100, rate=50.0)
+    assert google == Policy(max_connections=2, messages_per_connection=50, rate=50.0)
     assert configured.for_destination("unknown.example").rate == 50.0
     shipped = rules.NO_OVERRIDES
     assert shipped.for_destination("unknown.example").rate >= 10.0

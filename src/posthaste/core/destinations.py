@@ -64,10 +64,10 @@ DEFAULT = "default"
 # Starting points, adapted by the throttle; sources and reasons in docs/deliverability.md.
 SHIPPED_POLICIES: Mapping[str, Policy] = {
     DEFAULT: Policy(max_connections=8, messages_per_connection=100, rate=20.0),
-    "google.com": Policy(max_connections=10, messages_per_connection=100, rate=20.0),
+    "google.com": Policy(max_connections=10, messages_per_connection=50, rate=20.0),
     "outlook.com": Policy(max_connections=5, messages_per_connection=50, rate=10.0),
     "yahoodns.net": Policy(max_connections=5, messages_per_connection=20, rate=10.0),
-    "icloud.com": Policy(max_connections=5, messages_per_connection=20, rate=10.0),
+    "icloud.com": Policy(max_connections=5, messages_per_connection=50, rate=10.0),
 }
 POLICY_KEYS = ("max_connections", "messages_per_connection", "rate")
 
