@@ -125,11 +125,10 @@ async def test_destinations_are_listed_with_their_throttle(
     now = now_ms()
     async with services.db.transaction() as tx:
         await destinations_repo.ensure(tx, "google.com", ["gmail-smtp-in.l.google.com"], 1, now)
-        pace = await destinations_repo.get(tx, "google.com")
-        assert pace is not None
         decision = "rate 5/s -> 2.5/s, suspended 600.0 s"
+        suspension = destinations_repo.Suspension(400_000, now + 600_000, 1, 200_000)
         await destinations_repo.suspend(
-            tx, pace, 400_000, now + 600_000, now, "421 4.7.28 slow down", decision
+            tx, "google.com", suspension, now, "421 4.7.28 slow down", decision
         )
     config = tmp_path / "posthaste.toml"
     config.write_text('[destinations."google.com"]\nrate = "300/min"\nmax_connections = 3\n')

@@ -220,7 +220,8 @@ async def test_slots_are_claimed_in_blocks_and_never_while_suspended(services: S
         assert await repo.claim_slots(tx, "example.com", 1, 50_000, now_us, 500_000) is None
         pace = await repo.get(tx, "example.com")
         assert pace is not None and pace.next_slot_us == now_us + 8 * 50_000 + 2 * 100_000
-        await repo.suspend(tx, pace, 100_000, now + 5_000, now, "421 4.7.28 slow", "halved")
+        suspension = repo.Suspension(100_000, now + 5_000, 1, 50_000)
+        await repo.suspend(tx, "example.com", suspension, now, "421 4.7.28 slow", "halved")
         later_us = now_us + 2_000_000
         assert await repo.claim_slots(tx, "example.com", 1, 50_000, later_us, 10**9) is None
         after = now_us + 6_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -77,6 +78,22 @@ def test_aimd_halves_and_raises_stepwise_up_to_the_policy() -> None:
         interval = rules.raised(interval, policy)
         steps += 1
     assert interval == policy.interval_us and steps == 8  # 5/s + 2/s a step: 20/s in 8 steps
+
+
+def test_the_climb_slows_near_the_rate_that_was_too_fast() -> None:
+    policy = Policy(rate=200.0)
+    ceiling = 20_000  # 50/s drew the last "slow down"
+    rates = [25.0]
+    for _ in range(6):
+        rates.append(rules.US / rules.raised(int(rules.US / rates[-1]), policy, ceiling))
+    # +20/s a step up to 45/s (90 % of 50/s), then +0.5/s a step: probing.
+    assert round(rates[1]) == 45
+    assert all(0.45 < b - a < 0.55 for a, b in itertools.pairwise(rates[1:]))
+
+
+def test_strikes_grow_in_a_row_and_start_over_after_a_calm_spell() -> None:
+    assert rules.strikes_after(3, suspended_until=10_000, now_ms=15_000) == 4
+    assert rules.strikes_after(3, suspended_until=10_000, now_ms=10_000 + rules.CALM_MS + 1) == 1
 
 
 def test_blocks_follow_demand_and_cover_a_quarter_second_at_most() -> None:

@@ -86,7 +86,11 @@ class Throttle(Protocol):
     is noted in the transcript."""
 
     async def admit(
-        self, destination: str, mx_hosts: Sequence[str], transcript: Transcript
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
     ) -> Admission: ...
 
     async def observe(
@@ -105,7 +109,11 @@ class Unthrottled:
     """No pacing: each MX host's connection cap only."""
 
     async def admit(
-        self, destination: str, mx_hosts: Sequence[str], transcript: Transcript
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
     ) -> Admission:
         return Admission(max_connections=1_000_000, messages_per_connection=MAX_TRANSACTIONS)
 
@@ -227,7 +235,7 @@ class MxTransport:
         transcript: Transcript,
     ) -> tuple[list[RecipientReply], str | None]:
         """The session, when the destination's throttle lets it go; held mail is not sent."""
-        admission = await self.throttle.admit(destination, hosts, transcript)
+        admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
         if admission.hold_until is not None:
             text = f"4.7.0 Held by Posthaste: {admission.reason}"
             hold = admission.hold_until

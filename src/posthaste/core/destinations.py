@@ -31,8 +31,13 @@ BACKOFF_CAP_MS = 40_000
 # The rate never falls below one message per 10 s: there is always a probe.
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
-# after ``INCREASE_AFTER`` successes seen by one process since its last step.
+# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
+# rate that was too fast last time, then a hundredth of that rate per step (probing).
 INCREASE_FRACTION = 0.1
+CEILING_MARGIN = 0.9
+PROBE_FRACTION = 0.01
+# The back-off count starts over when the last suspension ended this long ago.
+CALM_MS = 10_000
 INCREASE_EVERY_MS = 1_000
 INCREASE_AFTER = 5
 # Refused or timed-out connections this close together (per process) count as one "slow down".
@@ -138,11 +143,24 @@ def halved(interval_us: int) -> int:
     return min(interval_us * 2, SLOWEST_INTERVAL_US)
 
 
-def raised(interval_us: int, policy: Policy) -> int:
-    """Additive increase: a tenth of the policy's rate more, never above the policy."""
-    step = policy.rate * INCREASE_FRACTION
-    rate = US / interval_us + step
-    return max(policy.interval_us, int(US / rate))
+def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
+    """Additive increase: a tenth of the policy's rate more, up to 90 % of the rate that last
+    drew a "slow down" (``ceiling_us``, 0 for none); from there a hundredth of that rate more
+    (probing whether the receiver takes more now); never above the policy."""
+    rate = US / interval_us
+    if ceiling_us <= 0:
+        faster = rate + policy.rate * INCREASE_FRACTION
+    elif rate < CEILING_MARGIN * US / ceiling_us:
+        near = CEILING_MARGIN * US / ceiling_us
+        faster = min(rate + policy.rate * INCREASE_FRACTION, near)
+    else:
+        faster = rate + PROBE_FRACTION * US / ceiling_us
+    return max(policy.interval_us, int(US / faster))
+
+
+def strikes_after(strikes: int, suspended_until: int, now_ms: int) -> int:
+    """The back-off count of a new "slow down": one more, or 1 after a calm spell."""
+    return 1 if now_ms - suspended_until > CALM_MS else strikes + 1
 
 
 def block_size(interval_us: int, recent_demand: int) -> int:

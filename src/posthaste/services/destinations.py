@@ -32,10 +32,15 @@ from posthaste.core.ids import ms_to_datetime
 from posthaste.storage import destinations as repo
 from posthaste.storage.database import Database
 
-HORIZON_MS = 1_000  # wait for a slot at most this long; beyond, hold the mail
+HORIZON_MS = 500  # wait for a slot at most this long; beyond, hold the mail
 DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
-BLOCK_LIFETIME_US = 1_000_000  # a claimed slot not used within this is given up
-HOLD_SPREAD_MS = 1_000  # held mail comes back spread over this, not all at once
+PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
+STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
+HOLD_MOST_US = 30_000_000  # ... at most this long after the hold's time
+# Held mail is spaced at the destination's pace times ``spread``, which grows when mail comes
+# back too early (other workers share the pace) and eases when it comes back on time.
+SPREAD_GROW, SPREAD_EASE, SPREAD_MOST = 1.25, 0.9, 4.0
+HOLD_JITTER_MS = 250  # held mail comes back at its turn, give or take this
 
 
 def _now_us() -> int:
@@ -47,12 +52,15 @@ class _Local:
     """What this process knows of a destination between two statements."""
 
     slots: collections.deque[int] = field(default_factory=collections.deque)
-    claimed_at: int = 0
     used: collections.deque[int] = field(default_factory=collections.deque)
     waiting: int = 0
     interval_us: int = 0
     strikes: int = 0
     changed_at: int = 0
+    ceiling_us: int = 0
+    next_hold_us: int = 0  # held mail of this process comes back spread from here
+    spread: float = 1.0
+    pressed_at: int = 0  # the last claim whose slots lay ahead: the rate was what held mail
     suspended_until: int = 0
     busy_until_us: int = 0  # slots promised beyond the horizon until then
     successes: int = 0
@@ -61,8 +69,10 @@ class _Local:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def take(self, now_us: int) -> int | None:
-        if now_us - self.claimed_at > BLOCK_LIFETIME_US:
-            self.slots.clear()
+        # A slot long past is given up rather than used late: late slots used together
+        # would be a burst above the rate.
+        while self.slots and self.slots[0] < now_us - STALE_SLOT_US:
+            self.slots.popleft()
         if not self.slots:
             return None
         self.used.append(now_us)
@@ -86,22 +96,29 @@ class DestinationThrottle:
         self.policies = policies
         self.rng = rng or random.Random()
         self._local: dict[str, _Local] = {}
+        self._held: dict[str, int] = {}  # message id → the time it was held until
 
     # --- before a session ---------------------------------------------------------------
 
     async def admit(
-        self, destination: str, mx_hosts: Sequence[str], transcript: Transcript
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
     ) -> Admission:
         policy = self.policies.for_destination(destination)
         local = self._local.setdefault(destination, _Local())
         local.waiting += 1
         try:
-            slot = await self._slot(destination, list(mx_hosts), policy, local)
+            slot = await self._slot(destination, list(mx_hosts), policy, local, message_id)
         finally:
             local.waiting -= 1
         if isinstance(slot, Admission):
             transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
             return slot
+        if self._held.pop(message_id, None) is not None:  # its turn came as foreseen
+            local.spread = max(1.0, local.spread * SPREAD_EASE)
         rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
         wait_us = slot - _now_us()
         if wait_us > 0:
@@ -116,65 +133,88 @@ class DestinationThrottle:
         return Admission(policy.max_connections, policy.messages_per_connection)
 
     async def _slot(
-        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local, message_id: str
     ) -> int | Admission:
         """A slot time (epoch µs), or the hold when there is none soon."""
         async with local.lock:
-            now_us = _now_us()
-            held = self._known_hold(local, now_us)
-            if held is not None:
-                return held
-            slot = local.take(now_us)
-            if slot is not None:
-                return slot
-            if not local.known:
-                async with self.db.transaction() as tx:
-                    await repo.ensure(tx, name, mx_hosts, policy.interval_us, now_us // 1000)
-                local.known = True
-            pace_us = max(local.interval_us, policy.interval_us)
-            count = rules.block_size(pace_us, local.demand(now_us))
+            found = await self._slot_or_hold(name, mx_hosts, policy, local)
+        if isinstance(found, Admission) and message_id:
+            early = local.suspended_until <= _now_us() // 1000  # not held for a suspension
+            if early and message_id in self._held:  # held again: its turn came too early
+                local.spread = min(local.spread * SPREAD_GROW, SPREAD_MOST)
+            elif len(self._held) > 100_000:
+                self._held.clear()
+            self._held[message_id] = found.hold_until or 0
+        return found
+
+    async def _slot_or_hold(
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
+    ) -> int | Admission:
+        now_us = _now_us()
+        held = self._known_hold(local, now_us)
+        if held is not None:
+            return held
+        slot = local.take(now_us)
+        if slot is not None:
+            return slot
+        if not local.known:
             async with self.db.transaction() as tx:
-                block = await repo.claim_slots(
-                    tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
-                )
-                pace = None if block is not None else await repo.get(tx, name)
-            if block is None:
-                return self._hold_for(local, pace, now_us)
-            local.interval_us, local.strikes = block.interval_us, block.strikes
-            local.busy_until_us = 0
-            local.changed_at, local.claimed_at = block.changed_at, now_us
-            local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
-            local.used.append(now_us)
-            return local.slots.popleft()
+                await repo.ensure(tx, name, mx_hosts, policy.interval_us, now_us // 1000)
+            local.known = True
+        pace_us = max(local.interval_us, policy.interval_us)
+        count = rules.block_size(pace_us, local.demand(now_us))
+        async with self.db.transaction() as tx:
+            block = await repo.claim_slots(
+                tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
+            )
+            pace = None if block is not None else await repo.get(tx, name)
+        if block is None:
+            return self._hold_for(local, pace, now_us)
+        local.interval_us, local.strikes = block.interval_us, block.strikes
+        local.ceiling_us, local.busy_until_us = block.ceiling_us, 0
+        local.changed_at = block.changed_at
+        if block.start_us > now_us:
+            local.pressed_at = now_us
+        local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
+        local.used.append(now_us)
+        return local.slots.popleft()
 
     def _known_hold(self, local: _Local, now_us: int) -> Admission | None:
         now = now_us // 1000
         if local.suspended_until > now:
             until = local.suspended_until
-            return self._hold(until, f"suspended until {_clock(until)}")
+            return self._hold(local, until, f"suspended until {_clock(until)}")
         if local.busy_until_us > now_us + HORIZON_MS * 1000:
             at = local.busy_until_us // 1000 - HORIZON_MS
-            return self._hold(at, f"its slots are taken until {_clock(at)}")
+            return self._hold(local, at, f"its slots are taken until {_clock(at)}")
         return None
 
     def _hold_for(self, local: _Local, pace: repo.Pace | None, now_us: int) -> Admission:
         if pace is None:  # never expected: the row was just ensured
-            return self._hold(now_us // 1000, "no throttle row")
+            return self._hold(local, now_us // 1000, "no throttle row")
         local.interval_us, local.strikes, local.changed_at = (
             pace.interval_us,
             pace.strikes,
             pace.changed_at,
         )
+        local.ceiling_us = pace.ceiling_us
         local.slots.clear()
         if pace.suspended_until > now_us // 1000:
             until = local.suspended_until = pace.suspended_until
-            return self._hold(until, f"suspended until {_clock(until)}")
+            return self._hold(local, until, f"suspended until {_clock(until)}")
         local.busy_until_us = pace.next_slot_us
         at = pace.next_slot_us // 1000 - HORIZON_MS
-        return self._hold(at, f"its slots are taken until {_clock(pace.next_slot_us // 1000)}")
+        return self._hold(
+            local, at, f"its slots are taken until {_clock(pace.next_slot_us // 1000)}"
+        )
 
-    def _hold(self, at: int, reason: str) -> Admission:
-        until = at + int(self.rng.uniform(0, HOLD_SPREAD_MS))
+    def _hold(self, local: _Local, at: int, reason: str) -> Admission:
+        """Hold until ``at`` or later: the mail this process holds comes back spread at the
+        destination's pace, not all at once, so each is held about once."""
+        at_us = at * 1000
+        start_us = max(at_us, min(local.next_hold_us, at_us + HOLD_MOST_US))
+        local.next_hold_us = start_us + int(max(local.interval_us, 1) * local.spread)
+        until = start_us // 1000 + int(self.rng.uniform(0, HOLD_JITTER_MS))
         return Admission(0, 0, hold_until=until, reason=reason)
 
     # --- after a session ----------------------------------------------------------------
@@ -239,23 +279,26 @@ class DestinationThrottle:
                 until = pace.suspended_until
                 decision = f"already suspended until {_clock(until)}"
             else:
-                strikes = pace.strikes + 1
+                strikes = rules.strikes_after(pace.strikes, pace.suspended_until, now)
                 until = now + rules.backoff_ms(strikes, self.rng)
-                slower = rules.halved(max(pace.interval_us, policy.interval_us))
-                before = rules.format_rate(rules.US / max(pace.interval_us, policy.interval_us))
+                too_fast = max(pace.interval_us, policy.interval_us)
+                slower = rules.halved(too_fast)
+                before = rules.format_rate(rules.US / too_fast)
                 decision = (
                     f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
                     f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes})"
                 )
-                await repo.suspend(tx, pace, slower, until, now, reply, decision)
+                suspension = repo.Suspension(slower, until, strikes, too_fast)
+                await repo.suspend(tx, name, suspension, now, reply, decision)
                 local.interval_us, local.strikes, local.changed_at = slower, strikes, now
+                local.ceiling_us = too_fast
         local.suspended_until, local.successes = until, 0
         local.slots.clear()
         transcript.note(
             f"throttle: {name} answered {reply!r}: {decision}; the deferred mail waits "
             "without using up an attempt"
         )
-        return until + int(self.rng.uniform(0, HOLD_SPREAD_MS))
+        return self._hold(local, until, "").hold_until or until
 
     async def _maybe_speed_up(
         self, name: str, policy: Policy, local: _Local, now: int, transcript: Transcript
@@ -264,11 +307,13 @@ class DestinationThrottle:
         below = local.interval_us > policy.interval_us or local.strikes > 0
         if not below or local.successes < rules.INCREASE_AFTER:
             return
+        if now * 1000 - local.pressed_at > PRESSED_US:
+            return  # the rate is not what limits this process now: raising it proves nothing
         if now - local.changed_at < rules.INCREASE_EVERY_MS:
             return
         local.successes = 0
         current = max(local.interval_us, policy.interval_us)
-        faster = rules.raised(current, policy)
+        faster = rules.raised(current, policy, local.ceiling_us)
         async with self.db.transaction() as tx:
             done = await repo.speed_up(
                 tx, name, local.interval_us, faster, now, rules.INCREASE_EVERY_MS

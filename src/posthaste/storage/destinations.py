@@ -33,6 +33,7 @@ class Pace:
     suspended_until: int
     strikes: int
     changed_at: int
+    ceiling_us: int
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Block:
     interval_us: int
     strikes: int
     changed_at: int
+    ceiling_us: int
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ _CLAIM = (
         + _int("count") * _STEP,
         updated_at=_int("now_ms"),
     )
-    .returning(_c.next_slot_us, _c.interval_us, _c.strikes, _c.changed_at)
+    .returning(_c.next_slot_us, _c.interval_us, _c.strikes, _c.changed_at, _c.ceiling_us)
 )
 
 
@@ -100,7 +102,7 @@ async def claim_slots(
         return None
     step = max(row.interval_us, fastest_us)
     start = row.next_slot_us - count * step
-    return Block(start, step, count, row.interval_us, row.strikes, row.changed_at)
+    return Block(start, step, count, row.interval_us, row.strikes, row.changed_at, row.ceiling_us)
 
 
 async def ensure(tx: Tx, name: str, mx_hosts: Sequence[str], interval_us: int, now: int) -> None:
@@ -112,6 +114,7 @@ async def ensure(tx: Tx, name: str, mx_hosts: Sequence[str], interval_us: int, n
         "next_slot_us": now * 1000,
         "suspended_until": 0,
         "strikes": 0,
+        "ceiling_us": 0,
         "changed_at": now,
         "updated_at": now,
     }
@@ -130,23 +133,34 @@ async def get(tx: Tx, name: str, *, for_update: bool = False) -> Pace | None:
     return _pace(row) if row is not None else None
 
 
+@dataclass(frozen=True)
+class Suspension:
+    """A "slow down" decided: the new pace, until when, the strike count, the pace too fast."""
+
+    interval_us: int
+    until: int
+    strikes: int
+    ceiling_us: int
+
+
 async def suspend(
-    tx: Tx, pace: Pace, interval_us: int, until: int, now: int, reply: str, decision: str
+    tx: Tx, name: str, suspension: Suspension, now: int, reply: str, decision: str
 ) -> None:
-    """Slow the destination down to ``interval_us`` and hold its mail until ``until``."""
+    """Slow the destination down and hold its mail until the suspension ends."""
     await tx.conn.execute(
         update(destinations)
-        .where(_c.name == pace.name)
+        .where(_c.name == name)
         .values(
-            interval_us=interval_us,
-            suspended_until=until,
-            next_slot_us=until * 1000,
-            strikes=pace.strikes + 1,
+            interval_us=suspension.interval_us,
+            suspended_until=suspension.until,
+            next_slot_us=suspension.until * 1000,
+            strikes=suspension.strikes,
+            ceiling_us=suspension.ceiling_us,
             changed_at=now,
             updated_at=now,
         )
     )
-    await add_reply(tx, Reply(pace.name, now, reply, decision))
+    await add_reply(tx, Reply(name, now, reply, decision))
 
 
 async def speed_up(
@@ -227,4 +241,5 @@ def _pace(row: object) -> Pace:
         suspended_until=row.suspended_until,  # type: ignore[attr-defined]
         strikes=row.strikes,  # type: ignore[attr-defined]
         changed_at=row.changed_at,  # type: ignore[attr-defined]
+        ceiling_us=row.ceiling_us,  # type: ignore[attr-defined]
     )

@@ -711,6 +711,9 @@ destinations = Table(
     Column("next_slot_us", BigInteger, nullable=False),
     Column("suspended_until", MS, nullable=False),
     Column("strikes", Integer, nullable=False),  # "slow down" replies in a row
+    # The pace that was too fast at the last "slow down" (0: none yet): climb back to near it
+    # quickly, then probe above it slowly.
+    Column("ceiling_us", BigInteger, nullable=False),
     Column("changed_at", MS, nullable=False),  # the last change of the pace
     Column("updated_at", MS, nullable=False),
 )

@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("next_slot_us", sa.BigInteger(), nullable=False),
         sa.Column("suspended_until", sa.BigInteger(), nullable=False),
         sa.Column("strikes", sa.Integer(), nullable=False),
+        sa.Column("ceiling_us", sa.BigInteger(), nullable=False),
         sa.Column("changed_at", sa.BigInteger(), nullable=False),
         sa.Column("updated_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_destinations")),
