@@ -302,3 +302,38 @@ async def test_a_burst_of_failed_connections_slows_the_destination(services: Ser
     listed = {d.name: d for d in await services.destinations.list()}
     assert listed["example.net"].state == "suspended"
     assert listed["example.net"].recent[0].reply.startswith("451 4.4.1 Connection failed")
+
+
+async def test_mail_held_longer_than_the_retry_schedule_uses_its_attempts(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    """A receiver that keeps the destination suspended for ever does not keep the mail for
+    ever: past the whole retry schedule, held tries count and the last one bounces."""
+    _zone(zone)
+    configured = dataclasses.replace(
+        _configured(settings, zone, google_rate=20.0), delivery_retry_schedule=(0.2, 0.2)
+    )
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        now = now_ms()
+        async with services.db.transaction() as tx:
+            await repo.ensure(tx, "google.com", ["gmail-smtp-in.l.google.com"], 50_000, now)
+            suspension = repo.Suspension(100_000, now + 600_000, 1, 50_000)
+            await repo.suspend(tx, "google.com", suspension, now, "421 4.7.28 slow", "halved")
+        (email_id,) = await _send(http, tenant, ["late@gmail.test"])
+        await asyncio.sleep(0.5)  # older than the whole schedule (0.4 s) before its first try
+
+        async def bounced() -> bool:
+            record = await _get(http, tenant, f"/emails/{email_id}")
+            return bool(record["last_event"] == "email.bounced")
+
+        async with _working(services):
+            await _until(bounced, deadline=30)
+        attempts = (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
+        assert [a["attempt"] for a in attempts] == [1, 2, 3]
+        assert all(a["host"] is None for a in attempts)  # never sent: held each time
+        assert attempts[-1]["replies"][0]["text"].startswith("4.7.0 Held by Posthaste")
+        assert sink.messages == []

@@ -180,6 +180,7 @@ class DeliveryService:
         self.db = db
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
+        self._patience_ms = int(sum(self.retry_schedule) * 1000)
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
         self.tls_rules: TlsRules = tls_rules or NoTlsRules()
@@ -392,17 +393,21 @@ class DeliveryService:
             for item in live:
                 email = emails[item.attempt.email.id]
                 replies = item.report.replies
-                verdicts = self._verdicts(item.attempt, replies)
+                # Mail held for its destination waits without counting attempts while it is
+                # younger than the whole retry schedule: a receiver that says "slow down" for
+                # ever does not keep it for ever.
+                patient = now - email.created_at < self._patience_ms
+                verdicts = self._verdicts(item.attempt, replies, patient)
                 rows.extend(attempt_rows(email, item.attempt.number, item.report, verdicts))
                 await _suppress(tx, email, replies, verdicts, now)
-                spoken = [r for r in replies if not r.held_unsent]
+                spoken = [r for r in replies if not (patient and r.held_unsent)]
                 plan = plan_outcomes(email, spoken, verdicts, known[email.id])
                 writes.events.extend(plan.events)
                 writes.outcomes.extend(plan.outcomes)
                 if plan.provider_message_id is not None:
                     provider_ids[email.id] = plan.provider_message_id
-                held = _held_until(replies, verdicts)
-                if held is not None:  # waits for its destination: the attempt does not count
+                held = _held_until(replies, verdicts) if patient else None
+                if held is not None:
                     writes.postponed.append((item.attempt.job, held))
                     uncounted[email.id] = item.attempt.number - 1
                 else:
@@ -411,11 +416,13 @@ class DeliveryService:
             writes.progress = _progress(blob_ids, provider_ids, uncounted)
             await writes.flush(tx, now)
 
-    def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:
+    def _verdicts(
+        self, attempt: Attempt, replies: list[RecipientReply], patient: bool = False
+    ) -> dict[str, Verdict]:
         last_attempt = attempt.number > len(self.retry_schedule)
         return {
             r.recipient: Verdict(Outcome.DEFERRED)
-            if r.hold_until is not None and r.code < 500
+            if patient and r.hold_until is not None and r.code < 500
             else classify_smtp_reply(
                 r.code,
                 r.text,
