@@ -36,10 +36,6 @@ HORIZON_MS = 500  # wait for a slot at most this long; beyond, hold the mail
 DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
 PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
 STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
-HOLD_MOST_US = 30_000_000  # ... at most this long after the hold's time
-# Held mail is spaced at the destination's pace times ``spread``, which grows when mail comes
-# back too early (other workers share the pace) and eases when it comes back on time.
-SPREAD_GROW, SPREAD_EASE, SPREAD_MOST = 1.25, 0.9, 4.0
 HOLD_JITTER_MS = 250  # held mail comes back at its turn, give or take this
 
 
@@ -58,8 +54,9 @@ class _Local:
     strikes: int = 0
     changed_at: int = 0
     ceiling_us: int = 0
-    next_hold_us: int = 0  # held mail of this process comes back spread from here
-    spread: float = 1.0
+    # The mail this process holds (message id → until when): a newly held one comes back
+    # after those, spaced at the destination's pace.
+    held: dict[str, int] = field(default_factory=dict)
     pressed_at: int = 0  # the last claim whose slots lay ahead: the rate was what held mail
     suspended_until: int = 0
     busy_until_us: int = 0  # slots promised beyond the horizon until then
@@ -77,6 +74,14 @@ class _Local:
             return None
         self.used.append(now_us)
         return self.slots.popleft()
+
+    def queued(self, at: int) -> int:
+        """How many held mails are due back after ``at`` (forgetting those long gone)."""
+        if len(self.held) > 64:
+            gone = [key for key, until in self.held.items() if until < at - 5_000]
+            for key in gone:
+                del self.held[key]
+        return sum(1 for until in self.held.values() if until >= at)
 
     def demand(self, now_us: int) -> int:
         while self.used and now_us - self.used[0] > DEMAND_WINDOW_US:
@@ -96,7 +101,6 @@ class DestinationThrottle:
         self.policies = policies
         self.rng = rng or random.Random()
         self._local: dict[str, _Local] = {}
-        self._held: dict[str, int] = {}  # message id → the time it was held until
 
     # --- before a session ---------------------------------------------------------------
 
@@ -117,8 +121,7 @@ class DestinationThrottle:
         if isinstance(slot, Admission):
             transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
             return slot
-        if self._held.pop(message_id, None) is not None:  # its turn came as foreseen
-            local.spread = max(1.0, local.spread * SPREAD_EASE)
+        local.held.pop(message_id, None)
         rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
         wait_us = slot - _now_us()
         if wait_us > 0:
@@ -139,12 +142,7 @@ class DestinationThrottle:
         async with local.lock:
             found = await self._slot_or_hold(name, mx_hosts, policy, local)
         if isinstance(found, Admission) and message_id:
-            early = local.suspended_until <= _now_us() // 1000  # not held for a suspension
-            if early and message_id in self._held:  # held again: its turn came too early
-                local.spread = min(local.spread * SPREAD_GROW, SPREAD_MOST)
-            elif len(self._held) > 100_000:
-                self._held.clear()
-            self._held[message_id] = found.hold_until or 0
+            local.held[message_id] = found.hold_until or 0
         return found
 
     async def _slot_or_hold(
@@ -212,8 +210,7 @@ class DestinationThrottle:
         """Hold until ``at`` or later: the mail this process holds comes back spread at the
         destination's pace, not all at once, so each is held about once."""
         at_us = at * 1000
-        start_us = max(at_us, min(local.next_hold_us, at_us + HOLD_MOST_US))
-        local.next_hold_us = start_us + int(max(local.interval_us, 1) * local.spread)
+        start_us = at_us + local.queued(at) * max(local.interval_us, 1)
         until = start_us // 1000 + int(self.rng.uniform(0, HOLD_JITTER_MS))
         return Admission(0, 0, hold_until=until, reason=reason)
 
