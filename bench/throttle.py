@@ -93,6 +93,11 @@ async def run_worker(args: argparse.Namespace) -> None:
     try:
         await worker.run()
     finally:
+        throttle = services.transports.by_region[settings.default_region].throttle  # type: ignore[attr-defined]
+        print(
+            f"{args.name}: {throttle.admitted} sessions admitted, {throttle.claims} slot claims",
+            flush=True,
+        )
         await services.close()
 
 
@@ -168,7 +173,8 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
                     _spawn(args, backend.server_database_url, data_dir, zone.port, sink.port, i)
                     for i in range(args.workers)
                 ]
-                others_done = google_done = 0.0
+                others_done: float | None = None
+                google_done: float | None = None
                 spawned = time.monotonic()
                 while not receiver.accepted and not sink.messages:  # the workers are up
                     assert time.monotonic() - spawned < 120, "the workers did not start"
@@ -176,10 +182,11 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
                 started = time.monotonic()
                 while time.monotonic() - started < args.deadline:
                     now = time.monotonic()
-                    if not others_done and len(sink.messages) >= len(others):
+                    if others_done is None and len(sink.messages) >= len(others):
                         others_done = now - started
-                    if len(receiver.delivered) >= len(google):
+                    if google_done is None and len(receiver.delivered) >= len(google):
                         google_done = now - started
+                    if google_done is not None and others_done is not None:
                         break
                     if receiver.blocked:
                         break
@@ -188,7 +195,8 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
                     worker.send_signal(signal.SIGTERM)
                 for worker in workers:
                     worker.wait(30)
-                await _report(args, services, receiver, sink, (others_done, google_done), started)
+                done = (others_done or 0.0, google_done or 0.0)
+                await _report(args, services, receiver, sink, done, started)
             finally:
                 await services.close()
     zone.stop()
@@ -218,6 +226,8 @@ async def _report(
     for at in accepted:
         per_second[int(at - started)] = per_second.get(int(at - started), 0) + 1
     tail = [per_second.get(s, 0) for s in range(int(google_done) // 2, int(google_done))]
+    if not args.google:
+        tail = []
     print(f"workers {args.workers}, receiver limit {args.limit}/s, Google policy {args.policy}/s")
     print(
         f"other.test: {len(sink.messages)} delivered in {others_done:.2f} s"

@@ -101,6 +101,9 @@ class DestinationThrottle:
         self.policies = policies
         self.rng = rng or random.Random()
         self._local: dict[str, _Local] = {}
+        # Statements on the destinations' rows, and sessions let through: what a slot costs.
+        self.claims = 0
+        self.admitted = 0
 
     # --- before a session ---------------------------------------------------------------
 
@@ -122,6 +125,7 @@ class DestinationThrottle:
             transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
             return slot
         local.held.pop(message_id, None)
+        self.admitted += 1
         rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
         wait_us = slot - _now_us()
         if wait_us > 0:
@@ -161,6 +165,7 @@ class DestinationThrottle:
             local.known = True
         pace_us = max(local.interval_us, policy.interval_us)
         count = rules.block_size(pace_us, local.demand(now_us))
+        self.claims += 1
         async with self.db.transaction() as tx:
             block = await repo.claim_slots(
                 tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
