@@ -337,3 +337,23 @@ async def test_mail_held_longer_than_the_retry_schedule_uses_its_attempts(
         assert all(a["host"] is None for a in attempts)  # never sent: held each time
         assert attempts[-1]["replies"][0]["text"].startswith("4.7.0 Held by Posthaste")
         assert sink.messages == []
+
+
+async def test_a_destination_policy_caps_connections_and_messages_per_connection(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    _zone(zone)
+    policy = {"other.test": {"max_connections": 1, "messages_per_connection": 2}}
+    configured = dataclasses.replace(
+        _configured(settings, zone, google_rate=20.0), destinations=Policies(policy)
+    )
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        await _send(http, tenant, [f"o{i}@other.test" for i in range(6)])
+        async with _working(services):
+            await _until(lambda: len(sink.messages) == 6)
+        # One connection at a time, each closed after two messages.
+        assert sink.connections == 3
