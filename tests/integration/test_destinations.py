@@ -125,7 +125,7 @@ async def test_a_throttling_receiver_is_obeyed_and_others_go_on(
     settings: Settings, zone: ZoneServer
 ) -> None:
     _zone(zone)
-    gmail = [f"g{i}@{'gmail' if i % 2 else 'workspace'}.test" for i in range(30)]
+    gmail = [f"g{i}@{'gmail' if i % 2 else 'workspace'}.test" for i in range(20)]
     others = [f"o{i}@other.test" for i in range(20)]
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
