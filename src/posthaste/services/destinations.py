@@ -101,9 +101,16 @@ class DestinationThrottle:
         self.policies = policies
         self.rng = rng or random.Random()
         self._local: dict[str, _Local] = {}
+        self._policies: dict[str, Policy] = {}
         # Statements on the destinations' rows, and sessions let through: what a slot costs.
         self.claims = 0
         self.admitted = 0
+
+    def _policy(self, destination: str) -> Policy:
+        found = self._policies.get(destination)
+        if found is None:
+            found = self._policies[destination] = self.policies.for_destination(destination)
+        return found
 
     # --- before a session ---------------------------------------------------------------
 
@@ -114,7 +121,7 @@ class DestinationThrottle:
         transcript: Transcript,
         message_id: str = "",
     ) -> Admission:
-        policy = self.policies.for_destination(destination)
+        policy = self._policy(destination)
         local = self._local.setdefault(destination, _Local())
         local.waiting += 1
         try:
@@ -228,7 +235,7 @@ class DestinationThrottle:
         failed: SmtpUnavailable | None,
         transcript: Transcript,
     ) -> int | None:
-        policy = self.policies.for_destination(destination)
+        policy = self._policy(destination)
         local = self._local.setdefault(destination, _Local())
         now = _now_us() // 1000
         answers = [(r.code, r.text) for r in replies]
