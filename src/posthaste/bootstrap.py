@@ -39,6 +39,7 @@ from posthaste.services.delivery import (
     TlsRules,
     TrackingRules,
 )
+from posthaste.services.destinations import DestinationQueries, DestinationThrottle
 from posthaste.services.domains import DomainService
 from posthaste.services.emails import EmailChanges, EmailQueries
 from posthaste.services.event_definitions import EventDefinitionService
@@ -102,6 +103,7 @@ class Services:
     retention: RetentionService
     metrics: Metrics
     metrics_service: MetricsService
+    destinations: DestinationQueries
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -166,6 +168,7 @@ def build_services(
     metrics = Metrics()
     idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
+    transports.pace_with(DestinationThrottle(db, settings.destinations))
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
@@ -202,6 +205,7 @@ def build_services(
             metrics=metrics,
         ),
         attempts=AttemptQueries(db),
+        destinations=DestinationQueries(db, settings.destinations),
         templates=TemplateService(db, parsed_templates),
         domains=domains,
         webhooks=WebhookService(

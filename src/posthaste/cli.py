@@ -1,10 +1,12 @@
-"""The ``posthaste`` command: serve, migrate, teams, keys. The only place that parses argv."""
+"""The ``posthaste`` command: serve, migrate, teams, keys, destinations. The only place that
+parses argv."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -72,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a new secret key (kept in the data dir) or, with POSTHASTE_SECRET_KEY set, the "
         "configured one: stored secrets are sealed again with it; the previous keys stay valid",
     )
+
+    destinations = commands.add_parser(
+        "destinations", help="the receiving destinations of mx delivery and their throttle"
+    )
+    destinations.add_argument("--json", action="store_true", help="as GET /destinations shows")
     return parser
 
 
@@ -132,6 +139,8 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.command == "teams":
             return await _teams(services, args)
+        if args.command == "destinations":
+            return await _destinations(services, args)
         return await _keys(services, args)
     finally:
         await services.close()
@@ -236,6 +245,26 @@ async def _keys(services: Services, args: argparse.Namespace) -> int:
     else:
         await services.api_keys.revoke(args.id)
         print(f"revoked {args.id}")
+    return 0
+
+
+async def _destinations(services: Services, args: argparse.Namespace) -> int:
+    from posthaste.core.destinations import format_rate
+    from posthaste.core.serialize import destination_record
+
+    views = await services.destinations.list()
+    if args.json:
+        print(json.dumps({"object": "list", "data": [destination_record(v) for v in views]}))
+        return 0
+    for view in views:
+        until = f" until {format_ms(view.suspended_until)}" if view.suspended_until else ""
+        print(
+            f"{view.name}  {view.state}{until}  {format_rate(view.rate)} "
+            f"(policy {format_rate(view.policy.rate)}, {view.policy.max_connections} connections)"
+            f"  mx: {', '.join(view.mx_hosts)}"
+        )
+        for reply in view.recent[:3]:
+            print(f"    {format_ms(reply.at)}  {reply.reply}  -> {reply.decision}")
     return 0
 
 

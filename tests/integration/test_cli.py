@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from posthaste.bootstrap import Services
 from posthaste.config import Settings
+from posthaste.core.ids import now_ms
+from posthaste.storage import destinations as destinations_repo
 
 
 def run_cli(
@@ -113,3 +117,31 @@ def test_migrate_is_idempotent(settings: Settings) -> None:
     for _ in range(2):
         result = run_cli(settings, "migrate")
         assert result.returncode == 0 and "up to date" in result.stdout
+
+
+async def test_destinations_are_listed_with_their_throttle(
+    settings: Settings, services: Services, tmp_path: Path
+) -> None:
+    now = now_ms()
+    async with services.db.transaction() as tx:
+        await destinations_repo.ensure(tx, "google.com", ["gmail-smtp-in.l.google.com"], 1, now)
+        decision = "rate 5/s -> 2.5/s, suspended 600.0 s"
+        suspension = destinations_repo.Suspension(400_000, now + 600_000, 1, 200_000)
+        await destinations_repo.suspend(
+            tx, "google.com", suspension, now, "421 4.7.28 slow down", decision
+        )
+    config = tmp_path / "posthaste.toml"
+    config.write_text('[destinations."google.com"]\nrate = "300/min"\nmax_connections = 3\n')
+    env = {"POSTHASTE_CONFIG": str(config)}
+    listed = run_cli(settings, "destinations", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    (google,) = json.loads(listed.stdout)["data"]
+    assert google["name"] == "google.com" and google["state"] == "suspended"
+    assert google["rate"] == 2.5 and google["policy"]["rate"] == 5.0
+    assert google["policy"]["max_connections"] == 3
+    assert google["recent"][0]["reply"] == "421 4.7.28 slow down"
+    text = run_cli(settings, "destinations", env=env).stdout
+    assert text.startswith("google.com  suspended until ") and "421 4.7.28 slow down" in text
+    config.write_text('[destinations.default]\nrate = "fast"\n')
+    refused = run_cli(settings, "destinations", env=env)
+    assert refused.returncode == 2 and "destinations.default.rate" in refused.stderr

@@ -27,6 +27,9 @@ DOMAIN_TABLES = {
     "segment_members",
     "topics",
     "contact_topics",
+    # migration 0017: destinations
+    "destinations",
+    "destination_replies",
 }
 
 

@@ -12,6 +12,7 @@ fallback). dnspython's exceptions are translated here, once:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import dns.exception
 import dns.nameserver
 import dns.rdatatype
 import dns.resolver
+from publicsuffixlist import PublicSuffixList
 
 
 class DnsTemporaryFailure(Exception):
@@ -107,3 +109,17 @@ class Resolver:
             if answer is not None:
                 found.extend(rdata.to_text() for rdata in answer)
         return found
+
+
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()  # the bundled list: no network
+
+
+@functools.lru_cache(maxsize=4096)
+def registered_domain(host: str) -> str:
+    """The domain a host name was registered under (``gmail-smtp-in.l.google.com`` →
+    ``google.com``), by the public suffix list and its default rule; the host itself when it
+    is a suffix or a single label."""
+    name = host.lower().rstrip(".")
+    return _suffixes().privatesuffix(name) or name

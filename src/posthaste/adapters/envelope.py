@@ -25,6 +25,11 @@ class RecipientReply:
     # True when the reply is the final destination's (a 250 means delivered, not just relayed).
     final: bool
     provider_message_id: str | None = None
+    # The destination asked us to slow down, or is suspended: try again at this time (epoch ms)
+    # without counting an attempt (``services/destinations.py``).
+    hold_until: int | None = None
+    # Held before anything was sent: no conversation with the server took place.
+    held_unsent: bool = False
 
 
 @dataclass(frozen=True)

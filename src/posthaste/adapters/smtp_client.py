@@ -354,8 +354,11 @@ class ConnectionPool:
             conn.client.close()
         return None
 
-    def give_back(self, key: tuple[str, int], conn: Connection) -> None:
-        if conn.transactions >= MAX_TRANSACTIONS or not conn.client.is_connected:
+    def give_back(
+        self, key: tuple[str, int], conn: Connection, most: int = MAX_TRANSACTIONS
+    ) -> None:
+        """Keep ``conn`` idle for reuse, unless it has carried ``most`` messages or is closed."""
+        if conn.transactions >= most or not conn.client.is_connected:
             conn.client.close()
             return
         conn.idle_since = time.monotonic()

@@ -10,12 +10,16 @@ schedule.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from posthaste.adapters.dns import DnsTemporaryFailure, MxHost, Resolver
+from posthaste.adapters.dns import DnsTemporaryFailure, MxHost, Resolver, registered_domain
 from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply, SessionLog
 from posthaste.adapters.smtp_client import (
+    MAX_TRANSACTIONS,
     ClientOptions,
     ConnectionPool,
     Destination,
@@ -37,8 +41,10 @@ async def send_through(
     transcript: Transcript,
     *,
     final: bool,
+    most: int = MAX_TRANSACTIONS,
 ) -> list[RecipientReply]:
-    """One transaction to ``dest``, on an idle pooled connection when one is still alive."""
+    """One transaction to ``dest``, on an idle pooled connection when one is still alive; a
+    connection is closed once it has carried ``most`` messages."""
     key = (dest.host, dest.port)
     async with pool.slot(key):
         conn = pool.take_idle(key)
@@ -52,7 +58,7 @@ async def send_through(
             except SmtpUnavailable:
                 conn.client.close()  # closed by the server while idle: dial again once
             else:
-                pool.give_back(key, conn)
+                pool.give_back(key, conn, most)
                 return replies
         conn = await open_connection(dest, options, transcript)
         try:
@@ -60,8 +66,65 @@ async def send_through(
         except SmtpUnavailable:
             conn.client.close()
             raise
-        pool.give_back(key, conn)
+        pool.give_back(key, conn, most)
         return replies
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The throttle's answer for one session to a destination: go now (after its wait), with
+    these limits, or hold the mail until ``hold_until`` (epoch ms) without sending."""
+
+    max_connections: int
+    messages_per_connection: int
+    hold_until: int | None = None
+    reason: str = ""
+
+
+class Throttle(Protocol):
+    """Per-destination pacing of ``mx`` delivery (``services/destinations.py``); every decision
+    is noted in the transcript."""
+
+    async def admit(
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
+    ) -> Admission: ...
+
+    async def observe(
+        self,
+        destination: str,
+        replies: Sequence[RecipientReply],
+        failed: SmtpUnavailable | None,
+        transcript: Transcript,
+    ) -> int | None:
+        """Learn from a session's replies (or its failure to connect); the time to hold the
+        deferred mail until when the destination asked to slow down, else None."""
+        ...
+
+
+class Unthrottled:
+    """No pacing: each MX host's connection cap only."""
+
+    async def admit(
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
+    ) -> Admission:
+        return Admission(max_connections=1_000_000, messages_per_connection=MAX_TRANSACTIONS)
+
+    async def observe(
+        self,
+        destination: str,
+        replies: Sequence[RecipientReply],
+        failed: SmtpUnavailable | None,
+        transcript: Transcript,
+    ) -> int | None:
+        return None
 
 
 def _everyone(recipients: Sequence[str], code: int, text: str, final: bool) -> list[RecipientReply]:
@@ -120,12 +183,16 @@ class MxTransport:
         port: int = 25,
         *,
         rng: random.Random | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         self.resolver = resolver
         self.options = options
         self.pool = pool
         self.port = port
         self.rng = rng or random.Random()
+        self.throttle: Throttle = throttle or Unthrottled()
+        # Connections open at once per destination (the policy's ``max_connections``).
+        self._caps: dict[str, asyncio.Semaphore] = {}
 
     async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
         by_domain: dict[str, list[str]] = {}
@@ -150,8 +217,8 @@ class MxTransport:
         )
         host: str | None = None
         try:
-            hosts = await self._route(domain, transcript)
-            replies, host = await self._try_hosts(hosts, part, raw, transcript)
+            destination, hosts = await self._route(domain, transcript)
+            replies, host = await self._paced(destination, hosts, part, raw, transcript)
         except SmtpUnavailable as exc:
             replies = _everyone(recipients, exc.code, exc.text, True)
         log = SessionLog(
@@ -159,8 +226,46 @@ class MxTransport:
         )
         return replies, log
 
-    async def _route(self, domain: str, transcript: Transcript) -> list[str]:
-        """The hosts to try, best first: MX by preference, else the domain itself (RFC 5321)."""
+    async def _paced(
+        self,
+        destination: str,
+        hosts: list[str],
+        envelope: Envelope,
+        raw: bytes,
+        transcript: Transcript,
+    ) -> tuple[list[RecipientReply], str | None]:
+        """The session, when the destination's throttle lets it go; held mail is not sent."""
+        admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
+        if admission.hold_until is not None:
+            text = f"4.7.0 Held by Posthaste: {admission.reason}"
+            hold = admission.hold_until
+            held = [
+                RecipientReply(r, 451, text, True, hold_until=hold, held_unsent=True)
+                for r in envelope.recipients
+            ]
+            return held, None
+        cap = self._caps.setdefault(destination, asyncio.Semaphore(admission.max_connections))
+        most = admission.messages_per_connection
+        try:
+            async with cap:
+                replies, host = await self._try_hosts(hosts, envelope, raw, transcript, most)
+        except SmtpUnavailable as exc:
+            until = await self.throttle.observe(destination, [], exc, transcript)
+            if until is None:
+                raise
+            failed = _everyone(envelope.recipients, exc.code, exc.text, True)
+            return [dataclasses.replace(r, hold_until=until) for r in failed], None
+        until = await self.throttle.observe(destination, replies, None, transcript)
+        if until is not None:
+            replies = [
+                dataclasses.replace(r, hold_until=until) if 400 <= r.code < 500 else r
+                for r in replies
+            ]
+        return replies, host
+
+    async def _route(self, domain: str, transcript: Transcript) -> tuple[str, list[str]]:
+        """The destination (the registered domain of the best MX host) and the hosts to try,
+        best first: MX by preference, else the domain itself (RFC 5321)."""
         try:
             records = await self.resolver.mx(domain)
         except DnsTemporaryFailure as exc:
@@ -174,10 +279,16 @@ class MxTransport:
             raise SmtpUnavailable(556, f"5.1.10 The recipient domain {domain} accepts no mail")
         shown = ", ".join(f"{r.preference} {r.host}" for r in records) or "none, using A/AAAA"
         transcript.note(f"MX {domain}: {shown}")
-        return by_preference(records, self.rng) or [domain]
+        primary = min(records).host if records else domain
+        return registered_domain(primary), by_preference(records, self.rng) or [domain]
 
     async def _try_hosts(
-        self, hosts: list[str], envelope: Envelope, raw: bytes, transcript: Transcript
+        self,
+        hosts: list[str],
+        envelope: Envelope,
+        raw: bytes,
+        transcript: Transcript,
+        most: int = MAX_TRANSACTIONS,
     ) -> tuple[list[RecipientReply], str]:
         last = SmtpUnavailable(451, "4.4.4 No address found for the recipient's mail servers")
         for host in hosts:
@@ -192,7 +303,14 @@ class MxTransport:
                 )
                 try:
                     replies = await send_through(
-                        self.pool, self.options, dest, envelope, raw, transcript, final=True
+                        self.pool,
+                        self.options,
+                        dest,
+                        envelope,
+                        raw,
+                        transcript,
+                        final=True,
+                        most=most,
                     )
                 except SmtpUnavailable as exc:
                     last = exc

@@ -20,7 +20,12 @@ from posthaste.adapters.smtp_client import (
     TlsContextFactory,
     default_tls_context,
 )
-from posthaste.adapters.smtp_transports import MxTransport, SmarthostTransport
+from posthaste.adapters.smtp_transports import (
+    MxTransport,
+    SmarthostTransport,
+    Throttle,
+    Unthrottled,
+)
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import now_ms
 
@@ -73,6 +78,12 @@ class TransportRegistry:
         if test_mode:
             return self.capture
         return self.by_region.get(region, self.capture)
+
+    def pace_with(self, throttle: Throttle) -> None:
+        """Let ``throttle`` pace every ``mx`` transport that has none of its own."""
+        for transport in self.by_region.values():
+            if isinstance(transport, MxTransport) and isinstance(transport.throttle, Unthrottled):
+                transport.throttle = throttle
 
     async def close(self) -> None:
         """Close the idle pooled SMTP connections."""

@@ -18,6 +18,7 @@ from posthaste.api.routes import (
     contact_imports,
     contacts,
     custom_events,
+    destinations,
     domains,
     emails,
     event_definitions,
@@ -61,6 +62,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(inbound.router)  # before emails: /emails/received is not an email id
     app.include_router(emails.router)
     app.include_router(attempts.router)
+    app.include_router(destinations.router)
     app.include_router(links.router)
     app.include_router(api_keys.router)
     app.include_router(streams.router)

@@ -48,12 +48,14 @@ from posthaste.config.parsers import (
     redact,
 )
 from posthaste.config.sources import (
+    DESTINATIONS,
     RegionTable,
     Sources,
     load_or_create_secret_key,
     read_previous_secret_keys,
     read_sources,
 )
+from posthaste.core.destinations import NO_OVERRIDES, POLICY_KEYS, Policies, parse_rate
 from posthaste.core.durations import parse_schedule
 from posthaste.errors import ConfigError
 
@@ -144,6 +146,8 @@ class Settings:
     log_level: str = "info"
     # GET /metrics: with a token, any peer presenting it; without, loopback peers only.
     metrics_token: str = field(default="", repr=False)
+    # ``[destinations.<name>]`` tables of the TOML file over the shipped policies.
+    destinations: Policies = field(default=NO_OVERRIDES, hash=False)
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -202,7 +206,7 @@ _REGION_MAPPINGS = (
     "region_spf_include",
 )
 SETTING_KEYS: tuple[str, ...] = tuple(
-    f.name for f in fields(Settings) if f.name not in _REGION_MAPPINGS
+    f.name for f in fields(Settings) if f.name not in (*_REGION_MAPPINGS, "destinations")
 )
 """Keys settable by environment (``POSTHASTE_<KEY>``) and at the top level of the TOML file."""
 
@@ -233,6 +237,8 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
     http_port = get("http_port", parse_port, base.http_port)
     regions = get("regions", parse_regions, base.regions)
     tls_cert, tls_key = _tls_pair(sources)
+    destination_tables = [t for t in region_tables if t.group == DESTINATIONS]
+    region_tables = [t for t in region_tables if t.group != DESTINATIONS]
     overrides = _RegionOverrides.parse(region_tables, regions, sources.label("regions"))
     return Settings(
         database_url=database_url,
@@ -277,7 +283,34 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         ),
         log_level=get("log_level", parse_log_level, base.log_level),
         metrics_token=get("metrics_token", parse_metrics_token, base.metrics_token),
+        destinations=_destination_policies(destination_tables),
     )
+
+
+def _destination_policies(tables: list[RegionTable]) -> Policies:
+    """Validate ``[destinations.<name>]`` tables: known keys, valid values."""
+    configured: dict[str, dict[str, object]] = {}
+    for table in tables:
+        unknown = sorted(set(table.values) - set(POLICY_KEYS))
+        if unknown:
+            raise ConfigError(f"{table.label}: unknown keys: {', '.join(unknown)}")
+        sources = table.sources()
+        values: dict[str, object] = {}
+        for key in ("max_connections", "messages_per_connection"):
+            count = sources.get(key, parse_positive_int, None)
+            if count is not None:
+                values[key] = count
+        rate = sources.get("rate", parse_rate, None)
+        if rate is not None:
+            values["rate"] = rate
+        configured[table.name.lower()] = values
+    return Policies(configured)
+
+
+def parse_positive_int(value: str) -> int:
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def _tls_pair(sources: Sources) -> tuple[Path | None, Path | None]:

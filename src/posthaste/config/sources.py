@@ -63,18 +63,20 @@ class Sources:
 
 @dataclass(frozen=True)
 class RegionTable:
-    """One ``[regions.<name>]`` table of the TOML file, as read (validated in ``settings.py``)."""
+    """One ``[regions.<name>]`` (or ``[destinations.<name>]``, ``group``) table of the TOML
+    file, as read (validated in ``settings.py``)."""
 
     name: str
     path: Path
     values: Mapping[str, object]
+    group: str = "regions"
 
     @property
     def label(self) -> str:
-        return f"regions.{self.name} in {self.path}"
+        return f"{self.group}.{self.name} in {self.path}"
 
     def key_label(self, key: str) -> str:
-        return f"regions.{self.name}.{key} in {self.path}"
+        return f"{self.group}.{self.name}.{key} in {self.path}"
 
     def sources(self) -> Sources:
         """The table's values as raw texts, each labelled with its key in the file."""
@@ -83,6 +85,9 @@ class RegionTable:
             label = self.key_label(key)
             sources.set(key, label, toml_text(value, label))
         return sources
+
+
+DESTINATIONS = "destinations"  # TOML only: ``[destinations.<name>]`` policy tables
 
 
 def read_sources(
@@ -103,14 +108,16 @@ def read_sources(
 def _apply_config_file(sources: Sources, path: Path, keys: Sequence[str]) -> list[RegionTable]:
     """Put the TOML file's values into ``sources``; return its ``[regions.<name>]`` tables."""
     document = _read_toml(path)
-    unknown = sorted(set(document) - set(keys))
+    unknown = sorted(set(document) - set(keys) - {DESTINATIONS})
     if unknown:
         names = ", ".join(unknown)
         raise ConfigError(f"{CONFIG_FILE_VARIABLE} {path}: unknown keys: {names}")
     tables: list[RegionTable] = []
     for key, value in document.items():
         if key == "regions" and isinstance(value, dict):
-            tables = _split_regions_table(sources, value, path)
+            tables.extend(_split_regions_table(sources, value, path))
+        elif key == DESTINATIONS:
+            tables.extend(_destination_tables(value, path))
         else:
             label = f"{key} in {path}"
             sources.set(key, label, toml_text(value, label))
@@ -144,6 +151,20 @@ def _split_regions_table(
             raise ConfigError(
                 f"{label}: expected a table such as [regions.{name}] or names = [...]"
             )
+    return tables
+
+
+def _destination_tables(table: object, path: Path) -> list[RegionTable]:
+    """Read ``[destinations]``: one sub-table per destination (``default`` among them)."""
+    if not isinstance(table, dict):
+        example = "[destinations.default]"
+        raise ConfigError(f"{DESTINATIONS} in {path}: expected tables such as {example}")
+    tables: list[RegionTable] = []
+    for name, value in table.items():
+        if not isinstance(value, dict):
+            label = f"{DESTINATIONS}.{name} in {path}"
+            raise ConfigError(f"{label}: expected a table such as [destinations.{name}]")
+        tables.append(RegionTable(name, path, value, DESTINATIONS))
     return tables
 
 

@@ -11,6 +11,7 @@ from posthaste.core.broadcasts import Broadcast
 from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
+from posthaste.core.destinations import DestinationView
 from posthaste.core.domains import Domain
 from posthaste.core.event_definitions import EventDefinition
 from posthaste.core.ids import format_ms
@@ -259,6 +260,25 @@ def attempt_record(item: DeliveryAttempt) -> dict[str, Any]:
         "replies": item.replies,
         "transcript": item.transcript,
         "duration_ms": item.duration_ms,
+    }
+
+
+def destination_record(view: DestinationView) -> dict[str, Any]:
+    return {
+        "object": "destination",
+        "name": view.name,
+        "mx_hosts": view.mx_hosts,
+        "state": view.state,
+        "rate": round(view.rate, 3),
+        "policy": {
+            "max_connections": view.policy.max_connections,
+            "messages_per_connection": view.policy.messages_per_connection,
+            "rate": round(view.policy.rate, 3),
+        },
+        "suspended_until": format_ms(view.suspended_until),
+        "recent": [
+            {"at": format_ms(r.at), "reply": r.reply, "decision": r.decision} for r in view.recent
+        ],
     }
 
 

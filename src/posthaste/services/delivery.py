@@ -106,12 +106,15 @@ class _Writes:
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)  # (email, address, outcome)
     done: list[Job] = field(default_factory=list)
     later: list[tuple[Job, int]] = field(default_factory=list)
+    # Held for a throttled destination: due again then, the claim not counted.
+    postponed: list[tuple[Job, int]] = field(default_factory=list)
 
     async def flush(self, tx: Tx, now: int) -> None:
         await repo.set_recipient_outcomes(tx, self.outcomes)
         await repo.record_events(tx, self.events, now, self.progress)
         await jobs_repo.finish_many(tx, self.done)
         await jobs_repo.retry_many(tx, self.later)
+        await jobs_repo.postpone_many(tx, self.postponed)
 
 
 class TlsRules(Protocol):
@@ -182,6 +185,7 @@ class DeliveryService:
         self.metrics = metrics or Metrics()
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
+        self._patience_ms = int(sum(self.retry_schedule) * 1000)
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
         self.tls_rules: TlsRules = tls_rules or NoTlsRules()
@@ -401,29 +405,45 @@ class DeliveryService:
             blob_ids = await repo.store_raws(tx, raws, now)
             rows: list[DeliveryAttempt] = []
             provider_ids: dict[str, str] = {}
+            uncounted: dict[str, int] = {}
             for item in live:
                 email = emails[item.attempt.email.id]
-                verdicts = self._verdicts(item.attempt, item.report.replies)
+                replies = item.report.replies
+                # Mail held for its destination waits without counting attempts while it is
+                # younger than the whole retry schedule: a receiver that says "slow down" for
+                # ever does not keep it for ever.
+                patient = now - email.created_at < self._patience_ms
+                verdicts = self._verdicts(item.attempt, replies, patient)
                 rows.extend(attempt_rows(email, item.attempt.number, item.report, verdicts))
-                await _suppress(tx, email, item.report.replies, verdicts, now)
-                plan = plan_outcomes(email, item.report.replies, verdicts, known[email.id])
+                await _suppress(tx, email, replies, verdicts, now)
+                spoken = [r for r in replies if not (patient and r.held_unsent)]
+                plan = plan_outcomes(email, spoken, verdicts, known[email.id])
                 if any(e.event_type is EventType.EMAIL_SENT for e in plan.events):
                     accepted_at.append(email.created_at)
                 writes.events.extend(plan.events)
                 writes.outcomes.extend(plan.outcomes)
                 if plan.provider_message_id is not None:
                     provider_ids[email.id] = plan.provider_message_id
-                self._schedule(writes, item.attempt, plan.deferred, now)
+                held = _held_until(replies, verdicts) if patient else None
+                if held is not None:
+                    writes.postponed.append((item.attempt.job, held))
+                    uncounted[email.id] = item.attempt.number - 1
+                else:
+                    self._schedule(writes, item.attempt, plan.deferred, now)
             await attempts_repo.insert_attempts(tx, rows)
-            writes.progress = _progress(blob_ids, provider_ids)
+            writes.progress = _progress(blob_ids, provider_ids, uncounted)
             await writes.flush(tx, now)
         for created_at in accepted_at:
             self.metrics.email_sent(created_at, now)
 
-    def _verdicts(self, attempt: Attempt, replies: list[RecipientReply]) -> dict[str, Verdict]:
+    def _verdicts(
+        self, attempt: Attempt, replies: list[RecipientReply], patient: bool = False
+    ) -> dict[str, Verdict]:
         last_attempt = attempt.number > len(self.retry_schedule)
         return {
-            r.recipient: classify_smtp_reply(
+            r.recipient: Verdict(Outcome.DEFERRED)
+            if patient and r.hold_until is not None and r.code < 500
+            else classify_smtp_reply(
                 r.code,
                 r.text,
                 final_hop=r.final,
@@ -501,14 +521,25 @@ def _fail_unsendable(writes: _Writes, attempt: Attempt, email: Email | None, rea
 
 
 def _progress(
-    blob_ids: dict[str, str], provider_ids: dict[str, str]
+    blob_ids: dict[str, str], provider_ids: dict[str, str], attempts: dict[str, int]
 ) -> dict[str, DeliveryProgress]:
     return {
         email_id: DeliveryProgress(
-            raw_blob_id=blob_ids.get(email_id), provider_message_id=provider_ids.get(email_id)
+            attempts=attempts.get(email_id),
+            raw_blob_id=blob_ids.get(email_id),
+            provider_message_id=provider_ids.get(email_id),
         )
-        for email_id in blob_ids.keys() | provider_ids.keys()
+        for email_id in blob_ids.keys() | provider_ids.keys() | attempts.keys()
     }
+
+
+def _held_until(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> int | None:
+    """When every recipient still deferred waits for a throttled destination, the earliest
+    time one may go; None when another deferral takes the retry schedule."""
+    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
+    if not deferred or any(r.hold_until is None for r in deferred):
+        return None
+    return min(r.hold_until for r in deferred if r.hold_until is not None)
 
 
 def _still_sending(email: Email | None) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, select, tuple_, update
 
 from posthaste.core.models import Job, NewJob
 from posthaste.storage import bulk
@@ -172,6 +172,22 @@ async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
         for j, at in held
     ]
     await bulk.update_rows(tx, jobs, ["id", "attempts"], rows)
+    tx.notify(CHANNEL)
+
+
+async def postpone_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
+    """Release jobs due again at their time with their claims forgotten (``attempts`` back to
+    0): mail held for a throttled destination may wait many times without looking like a job
+    that keeps crashing. Fenced by ``attempts`` like ``retry_many``."""
+    if not held:
+        return
+    query = (
+        update(jobs)
+        .where(jobs.c.id == bindparam("b_id"), jobs.c.attempts == bindparam("b_attempts"))
+        .values(available_at=bindparam("b_at"), locked_by=None, attempts=0)
+    )
+    rows = [{"b_id": j.id, "b_attempts": j.attempts, "b_at": at} for j, at in held]
+    await tx.conn.execute(query, rows)
     tx.notify(CHANNEL)
 
 

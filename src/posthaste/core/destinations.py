@@ -1,0 +1,198 @@
+"""Destinations and their throttle, as pure arithmetic: policies, "slow down" replies, AIMD.
+
+A destination is the registered domain of a recipient domain's primary MX host (``google.com``
+for gmail.com, googlemail.com and every Workspace company). Its policy caps the connections a
+worker process opens to it, the messages sent per connection and the fleet's rate; the current
+rate adapts below the policy's (additive increase, multiplicative decrease): a "slow down" reply
+halves it and suspends the destination for a jittered back-off, steady success raises it again
+step by step. The rate is kept as the interval between two messages, in microseconds, so the
+database works on integers (``storage/destinations.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from posthaste.core.delivery import enhanced_status
+
+US = 1_000_000  # microseconds per second
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$", re.I)
+_PER = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+
+# A suspension after "slow down": 2 s, doubling with each repeat, at most 40 s, times a jitter
+# of 0.75-1.0 so the fleet's workers do not come back in step; a receiver that recovers gets
+# mail again within a minute.
+BACKOFF_BASE_MS = 2_000
+BACKOFF_CAP_MS = 40_000
+# The rate never falls below one message per 10 s: there is always a probe.
+SLOWEST_INTERVAL_US = 10 * US
+# Additive increase: a tenth of the policy's rate per step, a step at most once a second and
+# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
+# rate that was too fast last time, then a hundredth of that rate per step (probing).
+INCREASE_FRACTION = 0.1
+CEILING_MARGIN = 0.9
+PROBE_FRACTION = 0.01
+# The back-off count starts over when the last suspension ended this long ago.
+CALM_MS = 10_000
+INCREASE_EVERY_MS = 1_000
+INCREASE_AFTER = 5
+# Refused or timed-out connections this close together (per process) count as one "slow down".
+CONNECTION_BURST = 5
+CONNECTION_BURST_MS = 10_000
+
+
+class DestinationState(StrEnum):
+    ACTIVE = "active"  # at its policy's rate
+    THROTTLED = "throttled"  # below its policy's rate after a "slow down"
+    SUSPENDED = "suspended"  # holding mail until ``suspended_until``
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What Posthaste allows itself towards one destination."""
+
+    max_connections: int = 8  # per worker process
+    messages_per_connection: int = 100
+    rate: float = 20.0  # messages per second, for the whole fleet
+
+    @property
+    def interval_us(self) -> int:
+        """The shortest time between two messages, in microseconds."""
+        return max(1, int(US / self.rate))
+
+
+DEFAULT = "default"
+# Starting points, adapted by the throttle; sources and reasons in docs/deliverability.md.
+SHIPPED_POLICIES: Mapping[str, Policy] = {
+    DEFAULT: Policy(max_connections=8, messages_per_connection=100, rate=20.0),
+    "google.com": Policy(max_connections=10, messages_per_connection=50, rate=20.0),
+    "outlook.com": Policy(max_connections=5, messages_per_connection=50, rate=10.0),
+    "yahoodns.net": Policy(max_connections=5, messages_per_connection=20, rate=10.0),
+    "icloud.com": Policy(max_connections=5, messages_per_connection=50, rate=10.0),
+}
+POLICY_KEYS = ("max_connections", "messages_per_connection", "rate")
+
+
+def parse_rate(text: str) -> float:
+    """``"600/min"``, ``"20/s"``, ``"36000/hour"`` → messages per second (> 0)."""
+    found = _RATE.match(text)
+    if found is None:
+        raise ValueError(f'expected a rate such as "20/s", "600/min" or "36000/h", got {text!r}')
+    count = float(found[1])
+    if count <= 0:
+        raise ValueError(f"a rate must be above zero, got {text!r}")
+    return count / _PER[found[2].lower()]
+
+
+def format_rate(per_second: float) -> str:
+    """Messages per second for people: ``20/s``, ``2.5/s``, ``30/min`` below one a second."""
+    if per_second >= 1:
+        return f"{per_second:.4g}/s"
+    return f"{per_second * 60:.4g}/min"
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The shipped policies under the configured ones (``[destinations.<name>]``), each key of
+    a configured table over ``[destinations.default]``'s, over the shipped table's."""
+
+    configured: Mapping[str, Mapping[str, object]]
+
+    def for_destination(self, name: str) -> Policy:
+        base = SHIPPED_POLICIES.get(name, SHIPPED_POLICIES[DEFAULT])
+        values: dict[str, object] = {
+            "max_connections": base.max_connections,
+            "messages_per_connection": base.messages_per_connection,
+            "rate": base.rate,
+        }
+        values.update(self.configured.get(DEFAULT, {}))
+        values.update(self.configured.get(name, {}))
+        return Policy(
+            max_connections=int(values["max_connections"]),  # type: ignore[call-overload]
+            messages_per_connection=int(values["messages_per_connection"]),  # type: ignore[call-overload]
+            rate=float(values["rate"]),  # type: ignore[arg-type]
+        )
+
+
+NO_OVERRIDES = Policies({})
+
+
+def is_slow_down(code: int, text: str) -> bool:
+    """A receiver asking us to slow down: 421 (service not available, closing), 451/452 with an
+    enhanced 4.7.x (policy: rate, reputation), and Gmail's 4.7.28 whatever the code."""
+    status = enhanced_status(text)
+    if status is not None and status[:2] == (4, 7) and status[2] == 28:
+        return True
+    if code == 421:
+        return status is None or status[:2] != (4, 7) or status[2] != 10  # 4.7.10 is our TLS
+    return code in (451, 452) and status is not None and status[:2] == (4, 7)
+
+
+def backoff_ms(strikes: int, rng: random.Random) -> int:
+    """The suspension after the ``strikes``-th "slow down" in a row (1, 2, ...), jittered."""
+    full = min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** min(max(strikes - 1, 0), 16))
+    return int(full * rng.uniform(0.75, 1.0))
+
+
+def halved(interval_us: int) -> int:
+    """Multiplicative decrease: half the rate (twice the interval), never below the probe."""
+    return min(interval_us * 2, SLOWEST_INTERVAL_US)
+
+
+def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
+    """Additive increase: a tenth of the policy's rate more, up to 90 % of the rate that last
+    drew a "slow down" (``ceiling_us``, 0 for none); from there a hundredth of that rate more
+    (probing whether the receiver takes more now); never above the policy."""
+    rate = US / interval_us
+    if ceiling_us <= 0:
+        faster = rate + policy.rate * INCREASE_FRACTION
+    elif rate < CEILING_MARGIN * US / ceiling_us:
+        near = CEILING_MARGIN * US / ceiling_us
+        faster = min(rate + policy.rate * INCREASE_FRACTION, near)
+    else:
+        faster = rate + PROBE_FRACTION * US / ceiling_us
+    return max(policy.interval_us, int(US / faster))
+
+
+def strikes_after(strikes: int, suspended_until: int, now_ms: int) -> int:
+    """The back-off count of a new "slow down": one more, or 1 after a calm spell."""
+    return 1 if now_ms - suspended_until > CALM_MS else strikes + 1
+
+
+def block_size(interval_us: int, recent_demand: int) -> int:
+    """How many slots a process claims at once: what it used in the last quarter second (at
+    least one), at most a quarter second of the rate, at most 64."""
+    quarter = max(1, (US // 4) // max(interval_us, 1))
+    return max(1, min(recent_demand, quarter, 64))
+
+
+def state_of(interval_us: int, suspended_until: int, policy: Policy, now_ms: int) -> str:
+    if suspended_until > now_ms:
+        return DestinationState.SUSPENDED.value
+    if interval_us > policy.interval_us:
+        return DestinationState.THROTTLED.value
+    return DestinationState.ACTIVE.value
+
+
+@dataclass(frozen=True)
+class RecentReply:
+    at: int
+    reply: str
+    decision: str
+
+
+@dataclass(frozen=True)
+class DestinationView:
+    """A destination as ``GET /destinations`` shows it: machine-wide, no team's data."""
+
+    name: str
+    mx_hosts: list[str]
+    state: str
+    rate: float  # messages per second now
+    policy: Policy
+    suspended_until: int | None
+    recent: list[RecentReply]

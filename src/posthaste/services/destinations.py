@@ -1,0 +1,378 @@
+"""Adaptive throttling per destination (``mx`` delivery), shared by every worker of the fleet.
+
+``DestinationThrottle`` is the transport's ``Throttle``. Before a session it takes a slot of
+the destination's pace: from a block of slots this process claimed in one statement
+(``storage/destinations.claim_slots``), so a busy destination costs one statement per block
+and not per message; it waits for a slot less than ``horizon`` away, and holds the mail (not
+sent, the job rescheduled, no attempt counted) when the destination is suspended or its slots
+are promised further ahead than that. After the session it reads the replies: a "slow down"
+(``core/destinations.is_slow_down``, or a burst of failed connections) halves the rate and
+suspends the destination with a jittered back-off that grows with repeats; steady success
+raises the rate a step at a time back to the policy's. Every decision goes in the transcript.
+
+``DestinationQueries`` shows the destinations (``GET /destinations``, ``posthaste
+destinations``): machine-wide figures, no team's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from posthaste.adapters.envelope import RecipientReply
+from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
+from posthaste.adapters.smtp_transports import Admission
+from posthaste.core import destinations as rules
+from posthaste.core.destinations import DestinationView, Policies, Policy, RecentReply
+from posthaste.core.ids import ms_to_datetime
+from posthaste.storage import destinations as repo
+from posthaste.storage.database import Database
+
+HORIZON_MS = 500  # wait for a slot at most this long; beyond, hold the mail
+DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
+PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
+STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
+HOLD_JITTER_MS = 250  # held mail comes back at its turn, give or take this
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class _Local:
+    """What this process knows of a destination between two statements."""
+
+    slots: collections.deque[int] = field(default_factory=collections.deque)
+    used: collections.deque[int] = field(default_factory=collections.deque)
+    waiting: int = 0
+    interval_us: int = 0
+    strikes: int = 0
+    changed_at: int = 0
+    ceiling_us: int = 0
+    # The mail this process holds (message id → until when): a newly held one comes back
+    # after those, spaced at the destination's pace.
+    held: dict[str, int] = field(default_factory=dict)
+    pressed_at: int = 0  # the last claim whose slots lay ahead: the rate was what held mail
+    suspended_until: int = 0
+    busy_until_us: int = 0  # slots promised beyond the horizon until then
+    successes: int = 0
+    failures: collections.deque[int] = field(default_factory=collections.deque)
+    known: bool = False  # its row exists with these MX hosts
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def take(self, now_us: int) -> int | None:
+        # A slot long past is given up rather than used late: late slots used together
+        # would be a burst above the rate.
+        while self.slots and self.slots[0] < now_us - STALE_SLOT_US:
+            self.slots.popleft()
+        if not self.slots:
+            return None
+        self.used.append(now_us)
+        return self.slots.popleft()
+
+    def queued(self, at: int) -> int:
+        """How many held mails are due back after ``at`` (forgetting those long gone)."""
+        if len(self.held) > 64:
+            gone = [key for key, until in self.held.items() if until < at - 5_000]
+            for key in gone:
+                del self.held[key]
+        return sum(1 for until in self.held.values() if until >= at)
+
+    def demand(self, now_us: int) -> int:
+        while self.used and now_us - self.used[0] > DEMAND_WINDOW_US:
+            self.used.popleft()
+        return len(self.used) + self.waiting
+
+
+class DestinationThrottle:
+    def __init__(
+        self,
+        db: Database,
+        policies: Policies = rules.NO_OVERRIDES,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.db = db
+        self.policies = policies
+        self.rng = rng or random.Random()
+        self._local: dict[str, _Local] = {}
+        self._policies: dict[str, Policy] = {}
+        # Statements on the destinations' rows, and sessions let through: what a slot costs.
+        self.claims = 0
+        self.admitted = 0
+
+    def _policy(self, destination: str) -> Policy:
+        found = self._policies.get(destination)
+        if found is None:
+            found = self._policies[destination] = self.policies.for_destination(destination)
+        return found
+
+    # --- before a session ---------------------------------------------------------------
+
+    async def admit(
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
+    ) -> Admission:
+        policy = self._policy(destination)
+        local = self._local.setdefault(destination, _Local())
+        local.waiting += 1
+        try:
+            slot = await self._slot(destination, list(mx_hosts), policy, local, message_id)
+        finally:
+            local.waiting -= 1
+        if isinstance(slot, Admission):
+            transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
+            return slot
+        local.held.pop(message_id, None)
+        self.admitted += 1
+        rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
+        wait_us = slot - _now_us()
+        if wait_us > 0:
+            transcript.note(f"throttle: {destination} at {rate}: waiting {wait_us // 1000} ms")
+            await asyncio.sleep(wait_us / rules.US)
+            held = self._known_hold(local, _now_us())  # suspended while this one waited
+            if held is not None:
+                transcript.note(f"throttle: {destination}: {held.reason}; the mail is held")
+                return held
+        else:
+            transcript.note(f"throttle: {destination} at {rate}")
+        return Admission(policy.max_connections, policy.messages_per_connection)
+
+    async def _slot(
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local, message_id: str
+    ) -> int | Admission:
+        """A slot time (epoch µs), or the hold when there is none soon."""
+        async with local.lock:
+            found = await self._slot_or_hold(name, mx_hosts, policy, local)
+        if isinstance(found, Admission) and message_id:
+            local.held[message_id] = found.hold_until or 0
+        return found
+
+    async def _slot_or_hold(
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
+    ) -> int | Admission:
+        now_us = _now_us()
+        held = self._known_hold(local, now_us)
+        if held is not None:
+            return held
+        slot = local.take(now_us)
+        if slot is not None:
+            return slot
+        if not local.known:
+            async with self.db.transaction() as tx:
+                await repo.ensure(tx, name, mx_hosts, policy.interval_us, now_us // 1000)
+            local.known = True
+        pace_us = max(local.interval_us, policy.interval_us)
+        count = rules.block_size(pace_us, local.demand(now_us))
+        self.claims += 1
+        async with self.db.transaction() as tx:
+            block = await repo.claim_slots(
+                tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
+            )
+            pace = None if block is not None else await repo.get(tx, name)
+        if block is None:
+            return self._hold_for(local, pace, now_us)
+        local.interval_us, local.strikes = block.interval_us, block.strikes
+        local.ceiling_us, local.busy_until_us = block.ceiling_us, 0
+        local.changed_at = block.changed_at
+        if block.start_us > now_us:
+            local.pressed_at = now_us
+        local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
+        local.used.append(now_us)
+        return local.slots.popleft()
+
+    def _known_hold(self, local: _Local, now_us: int) -> Admission | None:
+        now = now_us // 1000
+        if local.suspended_until > now:
+            until = local.suspended_until
+            return self._hold(local, until, f"suspended until {_clock(until)}")
+        if local.busy_until_us > now_us + HORIZON_MS * 1000:
+            at = local.busy_until_us // 1000 - HORIZON_MS
+            return self._hold(local, at, f"its slots are taken until {_clock(at)}")
+        return None
+
+    def _hold_for(self, local: _Local, pace: repo.Pace | None, now_us: int) -> Admission:
+        if pace is None:  # never expected: the row was just ensured
+            return self._hold(local, now_us // 1000, "no throttle row")
+        local.interval_us, local.strikes, local.changed_at = (
+            pace.interval_us,
+            pace.strikes,
+            pace.changed_at,
+        )
+        local.ceiling_us = pace.ceiling_us
+        local.slots.clear()
+        if pace.suspended_until > now_us // 1000:
+            until = local.suspended_until = pace.suspended_until
+            return self._hold(local, until, f"suspended until {_clock(until)}")
+        local.busy_until_us = pace.next_slot_us
+        at = pace.next_slot_us // 1000 - HORIZON_MS
+        return self._hold(
+            local, at, f"its slots are taken until {_clock(pace.next_slot_us // 1000)}"
+        )
+
+    def _hold(self, local: _Local, at: int, reason: str) -> Admission:
+        """Hold until ``at`` or later: the mail this process holds comes back spread at the
+        destination's pace, not all at once, so each is held about once."""
+        at_us = at * 1000
+        start_us = at_us + local.queued(at) * max(local.interval_us, 1)
+        until = start_us // 1000 + int(self.rng.uniform(0, HOLD_JITTER_MS))
+        return Admission(0, 0, hold_until=until, reason=reason)
+
+    # --- after a session ----------------------------------------------------------------
+
+    async def observe(
+        self,
+        destination: str,
+        replies: Sequence[RecipientReply],
+        failed: SmtpUnavailable | None,
+        transcript: Transcript,
+    ) -> int | None:
+        policy = self._policy(destination)
+        local = self._local.setdefault(destination, _Local())
+        now = _now_us() // 1000
+        answers = [(r.code, r.text) for r in replies]
+        if failed is not None:
+            answers.append((failed.code, failed.text))
+        slow = next(((c, t) for c, t in answers if rules.is_slow_down(c, t)), None)
+        if slow is not None:
+            return await self._slow_down(destination, policy, f"{slow[0]} {slow[1]}", transcript)
+        if failed is not None:
+            return await self._failed_connection(
+                destination, policy, local, failed, now, transcript
+            )
+        if any(200 <= r.code < 300 for r in replies):
+            local.successes += 1
+            local.failures.clear()
+            await self._maybe_speed_up(destination, policy, local, now, transcript)
+        return None
+
+    async def _failed_connection(
+        self,
+        name: str,
+        policy: Policy,
+        local: _Local,
+        failed: SmtpUnavailable,
+        now: int,
+        transcript: Transcript,
+    ) -> int | None:
+        """Refused or timed-out connections in a burst count as one "slow down"."""
+        local.failures.append(now)
+        while local.failures and now - local.failures[0] > rules.CONNECTION_BURST_MS:
+            local.failures.popleft()
+        if len(local.failures) < rules.CONNECTION_BURST:
+            return None
+        local.failures.clear()
+        reply = f"{failed.code} {failed.text} ({rules.CONNECTION_BURST} failed connections)"
+        return await self._slow_down(name, policy, reply, transcript)
+
+    async def _slow_down(
+        self, name: str, policy: Policy, reply: str, transcript: Transcript
+    ) -> int:
+        """Halve the rate and suspend, unless another worker has just done so (then its
+        suspension stands); the time the deferred mail waits until."""
+        local = self._local.setdefault(name, _Local())
+        now = _now_us() // 1000
+        async with self.db.transaction() as tx:
+            pace = await repo.get(tx, name, for_update=True)
+            if pace is None:
+                return now
+            if pace.suspended_until > now:
+                until = pace.suspended_until
+                decision = f"already suspended until {_clock(until)}"
+            else:
+                strikes = rules.strikes_after(pace.strikes, pace.suspended_until, now)
+                until = now + rules.backoff_ms(strikes, self.rng)
+                too_fast = max(pace.interval_us, policy.interval_us)
+                slower = rules.halved(too_fast)
+                before = rules.format_rate(rules.US / too_fast)
+                decision = (
+                    f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
+                    f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes})"
+                )
+                suspension = repo.Suspension(slower, until, strikes, too_fast)
+                await repo.suspend(tx, name, suspension, now, reply, decision)
+                local.interval_us, local.strikes, local.changed_at = slower, strikes, now
+                local.ceiling_us = too_fast
+        local.suspended_until, local.successes = until, 0
+        local.slots.clear()
+        transcript.note(
+            f"throttle: {name} answered {reply!r}: {decision}; the deferred mail waits "
+            "without using up an attempt"
+        )
+        return self._hold(local, until, "").hold_until or until
+
+    async def _maybe_speed_up(
+        self, name: str, policy: Policy, local: _Local, now: int, transcript: Transcript
+    ) -> None:
+        """Additive increase: a step towards the policy's rate after steady success."""
+        below = local.interval_us > policy.interval_us or local.strikes > 0
+        if not below or local.successes < rules.INCREASE_AFTER:
+            return
+        if now * 1000 - local.pressed_at > PRESSED_US:
+            return  # the rate is not what limits this process now: raising it proves nothing
+        if now - local.changed_at < rules.INCREASE_EVERY_MS:
+            return
+        local.successes = 0
+        current = max(local.interval_us, policy.interval_us)
+        faster = rules.raised(current, policy, local.ceiling_us)
+        async with self.db.transaction() as tx:
+            done = await repo.speed_up(
+                tx, name, local.interval_us, faster, now, rules.INCREASE_EVERY_MS
+            )
+        if done:
+            before, after = rules.US / current, rules.US / faster
+            transcript.note(
+                f"throttle: {name}: steady success, rate {rules.format_rate(before)} -> "
+                f"{rules.format_rate(after)}"
+            )
+            local.interval_us, local.changed_at = faster, now
+            local.strikes = max(local.strikes - 1, 0)
+            local.slots.clear()
+        else:
+            local.changed_at = now  # someone else moved it: learn it at the next claim
+
+
+def _clock(at_ms: int) -> str:
+    return ms_to_datetime(at_ms).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --- showing them ---------------------------------------------------------------------------
+
+
+class DestinationQueries:
+    def __init__(self, db: Database, policies: Policies = rules.NO_OVERRIDES) -> None:
+        self.db = db
+        self.policies = policies
+
+    async def list(self, recent: int = 10) -> list[DestinationView]:
+        """Every destination seen, by name, with its newest replies behind decisions."""
+        now = _now_us() // 1000
+        async with self.db.read() as tx:
+            paces = await repo.list_all(tx)
+            replies = await repo.recent_replies(tx, recent)
+        views = []
+        for pace in paces:
+            policy = self.policies.for_destination(pace.name)
+            interval = max(pace.interval_us, policy.interval_us)
+            views.append(
+                DestinationView(
+                    name=pace.name,
+                    mx_hosts=pace.mx_hosts,
+                    state=rules.state_of(interval, pace.suspended_until, policy, now),
+                    rate=rules.US / interval,
+                    policy=policy,
+                    suspended_until=pace.suspended_until if pace.suspended_until > now else None,
+                    recent=[
+                        RecentReply(r.at, r.reply, r.decision) for r in replies.get(pace.name, [])
+                    ],
+                )
+            )
+        return views

@@ -1,0 +1,359 @@
+"""Adaptive throttling per destination, end to end on loopback: a receiver that throttles as
+Gmail does (``tests/throttling_receiver.py``) behind a dnslib zone, a plain sink for another
+destination, real workers on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+from sqlalchemy import update
+
+from posthaste.adapters.envelope import RecipientReply
+from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
+from posthaste.api.app import create_app
+from posthaste.bootstrap import Services, build_services
+from posthaste.config import DeliveryTarget, Settings
+from posthaste.core import destinations as rules
+from posthaste.core.destinations import Policies
+from posthaste.core.ids import now_ms
+from posthaste.services.destinations import DestinationThrottle
+from posthaste.storage import destinations as repo
+from posthaste.storage.tables import destinations
+from tests.conftest import Tenant, _empty_tables, make_tenant
+from tests.dns_server import ZoneServer
+from tests.integration.test_api_emails import assert_error
+from tests.openapi_check import checked_client
+from tests.senders import AnySender
+from tests.smtp_sink import Sink, running_sink
+from tests.throttling_receiver import ThrottlingReceiver, running_receiver
+
+GMAIL_ADDRESS = "127.0.0.2"
+
+
+def _zone(zone: ZoneServer) -> None:
+    # Two recipient domains on Google's MX hosts (one destination), one elsewhere.
+    zone.set("gmail.test", "MX", (5, "gmail-smtp-in.l.google.com"))
+    zone.set("workspace.test", "MX", (1, "aspmx.l.google.com"))
+    zone.set("gmail-smtp-in.l.google.com", "A", GMAIL_ADDRESS)
+    zone.set("aspmx.l.google.com", "A", GMAIL_ADDRESS)
+    zone.set("other.test", "MX", (10, "mx.other.test"))
+    zone.set("mx.other.test", "A", "127.0.0.1")
+
+
+def _configured(settings: Settings, zone: ZoneServer, google_rate: float, **extra: Any) -> Settings:
+    return dataclasses.replace(
+        settings,
+        delivery=DeliveryTarget(kind="mx"),
+        dns_nameservers=zone.nameservers,
+        # One retry, an hour away: a 421 that used up an attempt would stall its email.
+        delivery_retry_schedule=(3600.0,),
+        destinations=Policies({"google.com": {"rate": google_rate}, "default": {"rate": 500.0}}),
+        **extra,
+    )
+
+
+@asynccontextmanager
+async def _services(settings: Settings, mx_port: int, *, empty: bool) -> AsyncIterator[Services]:
+    from posthaste.adapters.transports import build_transports
+
+    built = build_services(
+        settings,
+        senders=AnySender(settings.default_region),
+        transports=build_transports(settings, mx_port=mx_port),
+    )
+    if empty:
+        await _empty_tables(built)
+    await built.db.start_listening()
+    try:
+        yield built
+    finally:
+        await built.close()
+
+
+@asynccontextmanager
+async def _working(*services: Services, batch_size: int = 32) -> AsyncIterator[None]:
+    workers = [s.make_worker(batch_size=batch_size) for s in services]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        yield
+    finally:
+        for worker in workers:
+            worker.stop()
+        await asyncio.gather(*tasks)
+
+
+async def _until(check: Callable[[], Awaitable[bool] | bool], deadline: float = 90.0) -> None:
+    """Wait for ``check`` to hold, looking every 50 ms, for at most ``deadline`` seconds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        found = check()
+        if isinstance(found, Awaitable):
+            found = await found
+        if found:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the condition did not hold before the deadline")
+
+
+async def _send(http: httpx.AsyncClient, tenant: Tenant, recipients: list[str]) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, len(recipients), 100):
+        body = [
+            {"from": "hello@acme.test", "to": r, "subject": "Hi", "text": "Hello"}
+            for r in recipients[start : start + 100]
+        ]
+        response = await http.post("/emails/batch", json=body, headers=tenant.headers("live"))
+        assert response.status_code == 200, response.text
+        ids.extend(item["id"] for item in response.json()["data"])
+    return ids
+
+
+async def _get(http: httpx.AsyncClient, tenant: Tenant, path: str) -> Any:
+    response = await http.get(path, headers=tenant.headers("live"))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_a_throttling_receiver_is_obeyed_and_others_go_on(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    _zone(zone)
+    gmail = [f"g{i}@{'gmail' if i % 2 else 'workspace'}.test" for i in range(20)]
+    others = [f"o{i}@other.test" for i in range(20)]
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        receiver = ThrottlingReceiver(per_second=10, block_after=30)
+        await stack.enter_async_context(running_receiver(receiver, GMAIL_ADDRESS, sink.port))
+        configured = _configured(settings, zone, google_rate=100.0)
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        others_done_at: list[int] = []
+
+        def others_done() -> bool:
+            if len(sink.messages) == len(others) and not others_done_at:
+                others_done_at.append(len(receiver.delivered))
+            return bool(others_done_at)
+
+        ids = await _send(http, tenant, [*gmail, *others])
+        async with _working(services):
+            await _until(others_done)
+            await _until(lambda: len(receiver.delivered) == len(gmail))
+
+        assert not receiver.blocked
+        assert receiver.refused, "the receiver never pushed back: nothing was tested"
+        assert sorted(receiver.delivered) == sorted(gmail)
+        # The other destination went at its own pace, not Google's: all of it was through
+        # before Google's receiver had taken everything.
+        assert others_done_at[0] < len(gmail)
+        by_email = dict(zip([*gmail, *others], ids, strict=True))
+        for address, email_id in by_email.items():
+            record = await _get(http, tenant, f"/emails/{email_id}")
+            assert record["last_event"] == "email.delivered", (address, record)
+            attempts = (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
+            # Held or refused with 421 as often as it took: still the first attempt.
+            assert {a["attempt"] for a in attempts} == {1}, (address, attempts)
+            if address.endswith("other.test"):
+                assert len(attempts) == 1
+        notes = [
+            line.get("note", "")
+            for email_id in (by_email[a] for a in gmail)
+            for attempt in (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
+            for line in attempt["transcript"]
+        ]
+        assert any("answered '421 4.7.28" in n and "suspended" in n for n in notes), notes
+
+        listed = {d["name"]: d for d in (await _get(http, tenant, "/destinations"))["data"]}
+        google = listed["google.com"]
+        assert set(google["mx_hosts"]) <= {"gmail-smtp-in.l.google.com", "aspmx.l.google.com"}
+        assert google["rate"] < 100.0  # halved at least once since
+        assert any(r["reply"].startswith("421 4.7.28") for r in google["recent"])
+        assert listed["other.test"]["state"] == "active"
+        assert listed["other.test"]["recent"] == []
+
+
+async def test_two_workers_share_one_rate(settings: Settings, zone: ZoneServer) -> None:
+    """Each worker alone would go at 12/s; together at 24/s the receiver (20/s) would push
+    back. Sharing the rate in the database, the two together stay at 12/s: no 421 at all."""
+    _zone(zone)
+    gmail = [f"g{i}@gmail.test" for i in range(24)]
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        receiver = ThrottlingReceiver(per_second=20, block_after=40)
+        await stack.enter_async_context(running_receiver(receiver, GMAIL_ADDRESS, sink.port))
+        first = _configured(settings, zone, google_rate=12.0, mx_host="worker-1.test")
+        second = dataclasses.replace(first, mx_host="worker-2.test")
+        one = await stack.enter_async_context(_services(first, sink.port, empty=True))
+        two = await stack.enter_async_context(_services(second, sink.port, empty=False))
+        http = await stack.enter_async_context(checked_client(create_app(one)))
+        tenant = await make_tenant(one)
+        await _send(http, tenant, gmail)
+        async with _working(one, two, batch_size=4):  # so that both take some
+            await _until(lambda: len(receiver.delivered) == len(gmail))
+        assert receiver.refused == []
+        assert not receiver.blocked
+        assert set(receiver.senders) == {"worker-1.test", "worker-2.test"}, receiver.senders
+
+
+async def test_slots_are_claimed_in_blocks_and_never_while_suspended(services: Services) -> None:
+    now_us = time.time_ns() // 1000
+    now = now_us // 1000
+    async with services.db.transaction() as tx:
+        await repo.ensure(tx, "example.com", ["mx.example.com"], 50_000, now)
+        first = await repo.claim_slots(tx, "example.com", 4, 50_000, now_us, 1_000_000)
+        second = await repo.claim_slots(tx, "example.com", 4, 50_000, now_us, 1_000_000)
+        assert first is not None and second is not None
+        assert (first.start_us, first.step_us, first.count) == (now_us, 50_000, 4)
+        assert second.start_us == now_us + 4 * 50_000  # right after the first block
+        # A policy slower than the stored pace wins.
+        third = await repo.claim_slots(tx, "example.com", 2, 100_000, now_us, 1_000_000)
+        assert third is not None and third.start_us == now_us + 8 * 50_000
+        assert third.step_us == 100_000
+        # Promised more than the horizon ahead: no claim, nothing moves.
+        assert await repo.claim_slots(tx, "example.com", 1, 50_000, now_us, 500_000) is None
+        pace = await repo.get(tx, "example.com")
+        assert pace is not None and pace.next_slot_us == now_us + 8 * 50_000 + 2 * 100_000
+        suspension = repo.Suspension(100_000, now + 5_000, 1, 50_000)
+        await repo.suspend(tx, "example.com", suspension, now, "421 4.7.28 slow", "halved")
+        later_us = now_us + 2_000_000
+        assert await repo.claim_slots(tx, "example.com", 1, 50_000, later_us, 10**9) is None
+        after = now_us + 6_000_000
+        resumed = await repo.claim_slots(tx, "example.com", 1, 50_000, after, 1_000_000)
+        assert resumed is not None and resumed.start_us == after
+        assert resumed.interval_us == 100_000 and resumed.strikes == 1
+        replies = await repo.recent_replies(tx, 10)
+        assert [r.reply for r in replies["example.com"]] == ["421 4.7.28 slow"]
+
+
+async def test_only_full_access_keys_see_destinations(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    listed = await client.get("/destinations", headers=tenant.headers("sending"))
+    assert_error(listed, 401, "restricted_api_key")
+    assert_error(await client.get("/destinations"), 401, "missing_api_key")
+    empty = await client.get("/destinations", headers=tenant.headers("live"))
+    assert empty.status_code == 200 and empty.json() == {"object": "list", "data": []}
+
+
+def _reply(code: int, text: str) -> RecipientReply:
+    return RecipientReply("a@example.com", code, text, True)
+
+
+async def test_the_throttle_halves_suspends_holds_and_raises_again(services: Services) -> None:
+    policy = Policies({"example.com": {"rate": 20.0}})
+    throttle = DestinationThrottle(services.db, policy, rng=random.Random(3))
+    mx = ["mx.example.com"]
+    first = Transcript()
+    admitted = await throttle.admit("example.com", mx, first)
+    assert admitted.hold_until is None and admitted.max_connections == 8
+    assert first.lines[-1]["note"] == "throttle: example.com at 20/s"
+
+    slow = _reply(421, "4.7.28 unusual rate")
+    noted = Transcript()
+    until = await throttle.observe("example.com", [slow], None, noted)
+    assert until is not None and until > now_ms() + 1_000
+    assert "rate 20/s -> 10/s, suspended" in noted.lines[-1]["note"]
+    # A second 421 from the same burst does not halve again.
+    again = Transcript()
+    assert await throttle.observe("example.com", [slow], None, again) is not None
+    assert "already suspended" in again.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.com")
+    assert pace is not None and pace.interval_us == 100_000 and pace.strikes == 1
+
+    # Another worker (its own throttle) learns the suspension from the database.
+    other = DestinationThrottle(services.db, policy)
+    held = await other.admit("example.com", mx, Transcript())
+    assert held.hold_until is not None and held.hold_until >= pace.suspended_until
+
+    # Once the suspension is over, steady success raises the rate a step (20/s + 2/s a step).
+    async with services.db.transaction() as tx:
+        past = now_ms() - 5_000
+        await tx.conn.execute(
+            update(destinations).values(suspended_until=past, changed_at=past, next_slot_us=0)
+        )
+    raised, later = Transcript(), DestinationThrottle(services.db, policy)
+    for _ in range(rules.INCREASE_AFTER):
+        await later.admit("example.com", mx, Transcript())
+        await later.observe("example.com", [_reply(250, "2.0.0 OK")], None, raised)
+    assert "steady success, rate 10/s -> 12/s" in raised.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.com")
+    assert pace is not None and pace.interval_us == 83_333 and pace.strikes == 0
+
+
+async def test_a_burst_of_failed_connections_slows_the_destination(services: Services) -> None:
+    throttle = DestinationThrottle(services.db)
+    await throttle.admit("example.net", ["mx.example.net"], Transcript())
+    refused = SmtpUnavailable(451, "4.4.1 Connection failed: refused")
+    decisions = [
+        await throttle.observe("example.net", [], refused, Transcript())
+        for _ in range(rules.CONNECTION_BURST)
+    ]
+    assert decisions[:-1] == [None] * (rules.CONNECTION_BURST - 1)
+    assert decisions[-1] is not None
+    listed = {d.name: d for d in await services.destinations.list()}
+    assert listed["example.net"].state == "suspended"
+    assert listed["example.net"].recent[0].reply.startswith("451 4.4.1 Connection failed")
+
+
+async def test_mail_held_longer_than_the_retry_schedule_uses_its_attempts(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    """A receiver that keeps the destination suspended for ever does not keep the mail for
+    ever: past the whole retry schedule, held tries count and the last one bounces."""
+    _zone(zone)
+    configured = dataclasses.replace(
+        _configured(settings, zone, google_rate=20.0), delivery_retry_schedule=(0.2, 0.2)
+    )
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        now = now_ms()
+        async with services.db.transaction() as tx:
+            await repo.ensure(tx, "google.com", ["gmail-smtp-in.l.google.com"], 50_000, now)
+            suspension = repo.Suspension(100_000, now + 600_000, 1, 50_000)
+            await repo.suspend(tx, "google.com", suspension, now, "421 4.7.28 slow", "halved")
+        (email_id,) = await _send(http, tenant, ["late@gmail.test"])
+        await asyncio.sleep(0.5)  # older than the whole schedule (0.4 s) before its first try
+
+        async def bounced() -> bool:
+            record = await _get(http, tenant, f"/emails/{email_id}")
+            return bool(record["last_event"] == "email.bounced")
+
+        async with _working(services):
+            await _until(bounced, deadline=30)
+        attempts = (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
+        assert [a["attempt"] for a in attempts] == [1, 2, 3]
+        assert all(a["host"] is None for a in attempts)  # never sent: held each time
+        assert attempts[-1]["replies"][0]["text"].startswith("4.7.0 Held by Posthaste")
+        assert sink.messages == []
+
+
+async def test_a_destination_policy_caps_connections_and_messages_per_connection(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    _zone(zone)
+    policy = {"other.test": {"max_connections": 1, "messages_per_connection": 2}}
+    configured = dataclasses.replace(
+        _configured(settings, zone, google_rate=20.0), destinations=Policies(policy)
+    )
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        await _send(http, tenant, [f"o{i}@other.test" for i in range(6)])
+        async with _working(services):
+            await _until(lambda: len(sink.messages) == 6)
+        # One connection at a time, each closed after two messages.
+        assert sink.connections == 3
