@@ -10,8 +10,13 @@ import uuid
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from posthaste.api.errors import error_body
-from posthaste.errors import InternalServerError, PayloadTooLarge, ServiceUnavailable
+from posthaste.api.errors import error_body, status_of
+from posthaste.errors import (
+    InternalServerError,
+    PayloadTooLarge,
+    PosthasteError,
+    ServiceUnavailable,
+)
 from posthaste.logs import REQUEST_ID
 from posthaste.services.metrics import UNMATCHED_ROUTE, Metrics
 
@@ -130,31 +135,27 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _send_503(send: Send) -> None:
-    body = orjson.dumps(error_body(Busy()))
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(Busy.retry_after).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await _send_error(send, Busy(), [(b"retry-after", str(Busy.retry_after).encode())])
 
 
 async def _send_413(send: Send) -> None:
-    body = orjson.dumps(error_body(PayloadTooLarge()))
+    await _send_error(send, PayloadTooLarge())
+
+
+async def _send_error(
+    send: Send, error: PosthasteError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """The documented error body, sent before the request's body was read (so the connection
+    closes after it: what is left of the body is not read)."""
+    body = orjson.dumps(error_body(error))
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status_of(error),
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *(headers or []),
                 (b"connection", b"close"),
             ],
         }
