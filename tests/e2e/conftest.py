@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -58,6 +59,20 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"server did not become ready:\n{log.read_text()}")
+
+
+@contextlib.contextmanager
+def fresh_pg_database(prefix: str) -> Iterator[str]:
+    """A new PostgreSQL database for a test's servers, dropped afterwards; its URL."""
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(f"PostgreSQL is required for this test: {exc}")
+    try:
+        yield f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{name}"
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="module")

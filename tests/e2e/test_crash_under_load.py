@@ -11,20 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import orjson
 import pytest
 
 from posthaste.smtp.tls import CERT_FILENAME
-from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
+from tests.conftest import SECRET
 from tests.dns_server import ZoneServer, running_zone
-from tests.e2e.conftest import _bootstrap_keys, free_port
+from tests.e2e.conftest import _bootstrap_keys, free_port, fresh_pg_database
 from tests.e2e.load import Load, until, verify_sender_domain
 from tests.e2e.test_supervisor import Serve, _ready, children, start
 from tests.smtp_sink import Sink, running_sink
@@ -41,14 +39,8 @@ def database_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     if request.param == "sqlite":
         yield {}
         return
-    name = f"posthaste_crash_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncpg.PostgresError) as exc:
-        pytest.fail(f"PostgreSQL is required for this test: {exc}")
-    url = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{name}"
-    yield {"POSTHASTE_DATABASE_URL": url, "POSTHASTE_SECRET_KEY": SECRET}
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_pg_database("posthaste_crash") as url:
+        yield {"POSTHASTE_DATABASE_URL": url, "POSTHASTE_SECRET_KEY": SECRET}
 
 
 async def started(env: dict[str, str]) -> Serve:

@@ -9,16 +9,14 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port
+from tests.conftest import SECRET
+from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port, fresh_pg_database
 
 RATE = 10  # requests per second; the burst is twice that
 
@@ -27,14 +25,8 @@ RATE = 10  # requests per second; the burst is twice that
 def database_env() -> Iterator[dict[str, str]]:
     """PostgreSQL: a fleet of API processes shares it (on SQLite, ``serve`` runs one API process
     per four cores on one machine; the limiter is the same code on both)."""
-    name = f"posthaste_limits_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncpg.PostgresError) as exc:
-        pytest.fail(f"PostgreSQL is required for this test: {exc}")
-    url = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{name}"
-    yield {"POSTHASTE_DATABASE_URL": url, "POSTHASTE_SECRET_KEY": SECRET}
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_pg_database("posthaste_limits") as url:
+        yield {"POSTHASTE_DATABASE_URL": url, "POSTHASTE_SECRET_KEY": SECRET}
 
 
 def api_process(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
