@@ -27,6 +27,18 @@ router = APIRouter(tags=["audiences (Resend's older name for segments)"])
 SEGMENT: dict[int | str, dict[str, Any]] = {200: {"model": SegmentRecord}, **ERRORS}
 CONTACT: dict[int | str, dict[str, Any]] = {200: {"model": ContactRecord}, **ERRORS}
 DELETED: dict[int | str, dict[str, Any]] = {200: {"model": Deleted}, **ERRORS}
+# The contact routes' handlers take no segment: the document must still name the path's parameter.
+ANY_SEGMENT: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "segment_id",
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "Any segment: an audience's contact is the team's contact",
+        }
+    ]
+}
 
 router.add_api_route(
     "/audiences", segments.create_segment, methods=["POST"], status_code=201,
@@ -69,13 +81,15 @@ async def create_audience_contact(
 
 router.add_api_route(
     "/audiences/{segment_id}/contacts/{id_or_email}", contacts.get_contact, methods=["GET"],
-    summary="Get a contact by id or address", responses=CONTACT,
+    summary="Get a contact by id or address", responses=CONTACT, openapi_extra=ANY_SEGMENT,
 )  # fmt: skip
 router.add_api_route(
     "/audiences/{segment_id}/contacts/{id_or_email}", contacts.update_contact,
     methods=["PATCH"], summary="Edit a contact", responses=CONTACT,
+    openapi_extra={**contacts.UPDATE_BODY, **ANY_SEGMENT},
 )  # fmt: skip
 router.add_api_route(
     "/audiences/{segment_id}/contacts/{id_or_email}", contacts.delete_contact,
     methods=["DELETE"], summary="Delete a contact", responses=DELETED,
+    openapi_extra=ANY_SEGMENT,
 )  # fmt: skip

@@ -17,7 +17,16 @@ from posthaste.api.deps import (
     json_object,
 )
 from posthaste.api.negotiation import wants_json
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import (
+    ADDRESS_FILTER,
+    ADDRESS_OR_NONE,
+    CURSOR_RULE,
+    ERRORS,
+    TAG_FILTER,
+    TIME_OR_ID,
+    body_schema,
+    one_of,
+)
 from posthaste.api.responses import json_response, listing, page
 from posthaste.api.schemas.emails import (
     AttachmentList,
@@ -123,19 +132,34 @@ async def list_emails(
     services: ServicesDep,
     limit: Annotated[str | None, Query(description="1-100, default 20")] = None,
     cursor: str | None = None,
-    status: str | None = None,
-    to: str | None = None,
-    from_: Annotated[str | None, Query(alias="from")] = None,
+    status: Annotated[
+        str | None, Query(json_schema_extra=one_of(*(s.value for s in EmailStatus)))
+    ] = None,
+    to: Annotated[
+        str | None, Query(description=ADDRESS_FILTER, json_schema_extra=ADDRESS_OR_NONE)
+    ] = None,
+    from_: Annotated[
+        str | None,
+        Query(alias="from", description=ADDRESS_FILTER, json_schema_extra=ADDRESS_OR_NONE),
+    ] = None,
     subject: str | None = None,
-    tag: Annotated[str | None, Query(description="key:value")] = None,
+    tag: Annotated[str | None, Query(description="key:value", json_schema_extra=TAG_FILTER)] = None,
     stream_id: str | None = None,
     after: Annotated[
         str | None,
-        Query(description="RFC 3339: created strictly after; or an email id: the page after it"),
+        Query(
+            description="RFC 3339: created strictly after; or an email id: the page after it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
     before: Annotated[
         str | None,
-        Query(description="RFC 3339: created strictly before; or an email id: the page before it"),
+        Query(
+            description="RFC 3339: created strictly before; or an email id: the page before it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
 ) -> Response:
     after_at, after_id = time_or_id(after, "after")

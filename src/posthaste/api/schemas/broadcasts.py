@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from posthaste.api.schemas.common import Timestamp
+
 
 class BroadcastRequest(BaseModel):
     """``POST /broadcasts`` (``segment_id`` and ``from`` required) and ``PATCH`` (any field)."""
@@ -29,7 +31,9 @@ class BroadcastRequest(BaseModel):
 
 
 class SendBroadcastRequest(BaseModel):
-    scheduled_at: str | None = Field(None, description="RFC 3339; absent or past: now")
+    scheduled_at: Timestamp | None = Field(
+        None, description="RFC 3339 with a time zone; absent or past: now"
+    )
 
 
 class BroadcastRecord(BaseModel):

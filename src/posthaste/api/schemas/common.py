@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from pydantic import BaseModel, Field
 
 
@@ -15,3 +17,53 @@ class Deleted(BaseModel):
     object: str
     id: str
     deleted: bool = True
+
+
+# An address, bare or with a display name, as core.addresses.parse_address reads it (the name of
+# RFC 5322's rule; not a JSON Schema format: clients see a string).
+MAILBOX = "mailbox"
+
+# Request fields as the API checks them (the models are documentation; bodies are parsed by hand).
+Name = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"\S",
+        description="1-200 characters, not only spaces (trimmed)",
+    ),
+]
+PersonName = Annotated[
+    str,
+    Field(
+        max_length=200,
+        pattern="^[^\\x00-\\x1f\\x7f\\u2028\\u2029]*$",
+        description="At most 200 characters, no control characters",
+    ),
+]
+Address = Annotated[
+    str,
+    Field(
+        max_length=320,
+        json_schema_extra={"format": "email"},
+        description="One bare address, without a display name",
+    ),
+]
+Mailbox = Annotated[
+    str,
+    Field(
+        max_length=320,
+        json_schema_extra={"format": MAILBOX},
+        description="An address, bare or with a display name: Ann <ann@example.com>",
+    ),
+]
+Timestamp = Annotated[
+    str, Field(json_schema_extra={"format": "date-time"}, description="RFC 3339, with a time zone")
+]
+Id = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
+
+
+def absent() -> Any:
+    """``default_factory`` of an optional field that may not be null: left out, nothing changes
+    (a plain ``None`` default would document null as allowed)."""
+    return None

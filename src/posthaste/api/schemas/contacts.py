@@ -4,31 +4,34 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from posthaste.api.schemas.common import Address, Id, PersonName, absent
 from posthaste.api.schemas.topics import ContactTopicChoice
 
 PropertyValue = str | int | float
 
 
 class SegmentRef(BaseModel):
-    id: str
+    id: Id
 
 
 class CreateContactRequest(BaseModel):
-    email: str = Field(examples=["ann@example.com"])
-    first_name: str | None = None
-    last_name: str | None = None
+    email: Address = Field(examples=["ann@example.com"])
+    first_name: PersonName | None = None
+    last_name: PersonName | None = None
     unsubscribed: bool = False
     properties: dict[str, PropertyValue] | None = Field(
         None, description="Flat: at most 50 keys, strings (up to 2,000 characters) or numbers"
     )
-    segments: list[str | SegmentRef] | None = Field(None, description="Segment ids to join")
+    segments: list[Id | SegmentRef] | None = Field(
+        None, max_length=100, description="Segment ids to join (of the team's segments)"
+    )
     topics: list[ContactTopicChoice] | None = Field(None, description="The contact's choices")
 
 
 class UpdateContactRequest(BaseModel):
-    email: str | None = Field(None, description="A new address (unique in the team)")
-    first_name: str | None = None
-    last_name: str | None = None
+    email: Address = Field(default_factory=absent, description="A new address (unique in the team)")
+    first_name: PersonName | None = None
+    last_name: PersonName | None = None
     unsubscribed: bool | None = None
     properties: dict[str, PropertyValue | None] | None = Field(
         None, description="Merged key by key; a null value removes the key, null removes all"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from posthaste.api.schemas.common import absent
+
 
 class Capabilities(BaseModel):
     sending: str = Field("enabled", description="Always enabled: every domain sends")
@@ -11,7 +13,11 @@ class Capabilities(BaseModel):
 
 
 class CreateDomainRequest(BaseModel):
-    name: str = Field(description="The domain to send from, e.g. example.com (IDN accepted)")
+    name: str = Field(
+        pattern=r"^\s*([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}\.?\s*$",
+        description="The domain to send from, e.g. example.com (IDN accepted; not localhost, "
+        ".local, .invalid, .onion, .arpa or an IP address)",
+    )
     region: str | None = Field(None, description="One of GET /domains/regions; default: the first")
     open_tracking: bool = False
     click_tracking: bool = False
@@ -23,8 +29,8 @@ class CreateDomainRequest(BaseModel):
 
 
 class UpdateDomainRequest(BaseModel):
-    open_tracking: bool | None = None
-    click_tracking: bool | None = None
+    open_tracking: bool = Field(default_factory=absent)
+    click_tracking: bool = Field(default_factory=absent)
     tls: str | None = Field(None, description="opportunistic or enforced")
     receiving: bool | None = None
     capabilities: Capabilities | None = Field(

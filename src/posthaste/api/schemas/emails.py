@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+
+from posthaste.api.schemas.common import Mailbox, Timestamp
+
+Recipients = Annotated[list[Mailbox], Field(min_length=1, max_length=50)]
 
 
 class AttachmentIn(BaseModel):
@@ -33,18 +37,20 @@ class TemplateRefIn(BaseModel):
 
 
 class SendEmailRequest(BaseModel):
-    from_: str = Field(alias="from", examples=["Acme <hello@acme.test>"])
-    to: str | list[str]
-    cc: str | list[str] | None = None
-    bcc: str | list[str] | None = None
-    reply_to: str | list[str] | None = None
+    from_: Mailbox = Field(alias="from", examples=["Acme <hello@acme.test>"])
+    to: Mailbox | Recipients = Field(description="At most 50 recipients in to, cc and bcc together")
+    cc: Mailbox | Recipients | None = None
+    bcc: Mailbox | Recipients | None = None
+    reply_to: Mailbox | Recipients | None = None
     subject: str | None = None
     html: str | None = None
     text: str | None = None
     headers: dict[str, str] | None = None
     tags: dict[str, str] | list[TagIn] | None = None
     data: dict[str, Any] | None = None
-    scheduled_at: str | None = Field(None, description="RFC 3339; up to 30 days ahead")
+    scheduled_at: Timestamp | None = Field(
+        None, description="RFC 3339 with a time zone; up to 30 days ahead"
+    )
     template: str | TemplateRefIn | None = Field(None, description="Alias or id of a template")
     template_id: str | None = None
     stream_id: str | None = Field(None, description="Default: transactional")
@@ -52,7 +58,7 @@ class SendEmailRequest(BaseModel):
 
 
 class RescheduleRequest(BaseModel):
-    scheduled_at: str | None
+    scheduled_at: Timestamp | None
 
 
 class EmailRecord(BaseModel):

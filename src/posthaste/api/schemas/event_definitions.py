@@ -6,11 +6,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+EVENT_NAME = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
 FieldType = Literal["string", "number", "boolean", "date"]
 
 
 class CreateEventDefinitionRequest(BaseModel):
-    name: str = Field(examples=["order.paid"], description="The custom event's name")
+    name: str = Field(
+        examples=["order.paid"],
+        pattern=EVENT_NAME,
+        description="The custom event's name: 1-100 letters, digits, '_', '.', ':' or '-' "
+        "(a letter or digit first), not one of Posthaste's own event types",
+    )
     schema_: dict[str, FieldType] | None = Field(
         None,
         alias="schema",

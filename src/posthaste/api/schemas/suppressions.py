@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from posthaste.api.schemas.common import Address, absent
+
 
 class CreateSuppressionRequest(BaseModel):
     """One address (``email``), or several (``emails``; a JSON array of addresses or of
     ``{email}`` objects is taken too)."""
 
-    email: str | None = Field(None, description="One address (answers its entry)")
-    emails: list[str] | None = Field(
-        None, description="1 to 1,000 addresses, all or none (answers a list)"
+    email: Address = Field(default_factory=absent, description="One address (answers its entry)")
+    emails: list[Address] = Field(
+        default_factory=absent,
+        min_length=1,
+        max_length=1000,
+        description="1 to 1,000 addresses, all or none (answers a list)",
     )
 
 
