@@ -46,6 +46,10 @@ TAG_FILTER: dict[str, Any] = {
     "anyOf": [{"type": "string", "pattern": "^[^:]+:"}, {"type": "string", "maxLength": 0}]
 }
 
+ID_OR_NONE: dict[str, Any] = {
+    "anyOf": [{"type": "string", "format": "uuid"}, {"type": "string", "maxLength": 0}]
+}
+
 # RFC 3339 with a time zone (what core.ids.parse_rfc3339 reads), or an empty value (none).
 TIME_OR_ID: dict[str, Any] = {
     "anyOf": [

@@ -22,6 +22,30 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r"The 'cursor' is invalid", "a cursor is a next_cursor the API gave"),
     # Two parameters that may each be given, but not together.
     (r"Give 'after' or 'before', not both\.", "after and before exclude each other"),
+    # A reference to another of the caller's records (a segment, topic, domain, contact) that
+    # does not exist: 422 naming the field, as PRODUCT decides; existence is data.
+    (r".*(is|which is) not one of your ", "a reference names one of your records"),
+    (r"Domain '.*' was not found; see GET /domains\.", "a reference names one of your domains"),
+    (r"'contact_id' must be the id of one of your contacts\.", "ditto, a contact"),
+    # What DNS says at the moment of the request (a webhook host, a domain's claim record).
+    (r"'endpoint' host .* does not resolve", "the endpoint's host must resolve"),
+    (r"The claim record was not found", "the claim TXT record must be published first"),
+    # A PATCH that would leave the stored template without a body (html: null on a template
+    # that has no text): the rule is about the record, not the request.
+    (r"A template needs 'html' or 'text'", "a template keeps a body"),
+    # A contact import's CSV: the document says it is text (or a form's file); its header and
+    # lines are described in words (an 'email' column, one line per contact, UTF-8).
+    (r"(The CSV|The header|Header column|Line \d+)", "a CSV's grammar is not a schema"),
+    # A form's 'segments' field holds JSON text ([{"id": ...}]), described in words.
+    (r"'segments' must be JSON", "a form field's JSON is text to a schema"),
+    # A stream created without an 'id' takes a slug of its name: the name must give one.
+    (r"'id' must be a slug", "the id derived from the name must be a slug"),
+    # Relative to the clock: a schema states a format, not "within 30 days from now".
+    (r"'scheduled_at' must be at most 30 days in the future", "a bound relative to now"),
+    # A stream's type is data: mail on a broadcast stream has one recipient.
+    (r"Mail on the broadcast stream .* goes to one recipient", "the stream's type is data"),
+    # The regions are the deployment's configuration; GET /domains/regions lists them.
+    (r"'region' must be one of: ", "regions are configured per deployment"),
 )
 _RULES = re.compile("|".join(f"(?:{pattern})" for pattern, _ in UNSTATABLE_RULES))
 

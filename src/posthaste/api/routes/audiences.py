@@ -8,9 +8,9 @@ edits or deletes a contact (the contact itself: an audience's contact is the tea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
@@ -72,7 +72,12 @@ router.add_api_route(
     openapi_extra=body_schema(CreateContactRequest),
 )
 async def create_audience_contact(
-    segment_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
+    segment_id: Annotated[
+        str, Path(description="One of your segments", json_schema_extra={"format": "uuid"})
+    ],
+    principal: FullPrincipal,
+    services: ServicesDep,
+    body: JsonBody,
 ) -> Response:
     fields = {**json_object(body), "segments": [segment_id]}
     contact = await services.contacts.create(principal, parse_new_contact(fields))

@@ -51,6 +51,8 @@ from posthaste.storage.emails import EmailFilter
 
 router = APIRouter(tags=["emails"])
 MAX_BATCH = 100
+# Not blank (HTTP trims a header's value), no control characters.
+IDEMPOTENCY_KEY = r"^\s*[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$"
 
 
 @router.post(
@@ -63,7 +65,16 @@ async def send_email(
     principal: SendingPrincipal,
     services: ServicesDep,
     body: JsonBody,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="1-256 characters, no control characters; kept 24 hours",
+            json_schema_extra={
+                "anyOf": [{"type": "string", "maxLength": 256, "pattern": IDEMPOTENCY_KEY}]
+            },
+        ),
+    ] = None,
 ) -> Response:
     key = None if idempotency_key is None else _idempotency_key(idempotency_key, body)
     request = parse_send_request(body, now_ms())

@@ -33,6 +33,7 @@ Name = Annotated[
         description="1-200 characters, not only spaces (trimmed)",
     ),
 ]
+OneLine = Annotated[str, Field(pattern="^[^\\x00-\\x1f\\x7f\\u2028\\u2029]*$")]
 PersonName = Annotated[
     str,
     Field(
@@ -56,6 +57,13 @@ Mailbox = Annotated[
         json_schema_extra={"format": MAILBOX},
         description="An address, bare or with a display name: Ann <ann@example.com>",
     ),
+]
+# A header line's text (subject, header and tag values): no control character but TAB, no line
+# or paragraph separator (core.headers; JSON bodies carry no unpaired surrogate).
+HEADER_TEXT = "^[^\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"
+Subject = Annotated[
+    str,
+    Field(max_length=2000, pattern=HEADER_TEXT, description="One line of text, 2,000 at most"),
 ]
 Timestamp = Annotated[
     str, Field(json_schema_extra={"format": "date-time"}, description="RFC 3339, with a time zone")

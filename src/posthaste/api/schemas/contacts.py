@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from pydantic import BaseModel, Field
 
 from posthaste.api.schemas.common import Address, Id, PersonName, absent
 from posthaste.api.schemas.topics import ContactTopicChoice
 
-PropertyValue = str | int | float
+PropertyValue = Annotated[str, Field(max_length=2000)] | int | float
+# What core.contacts takes as a property key; at most 50 keys.
+PROPERTY_KEYS: dict[str, Any] = {
+    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"},
+    "maxProperties": 50,
+}
 
 
 class SegmentRef(BaseModel):
@@ -20,7 +27,9 @@ class CreateContactRequest(BaseModel):
     last_name: PersonName | None = None
     unsubscribed: bool = False
     properties: dict[str, PropertyValue] | None = Field(
-        None, description="Flat: at most 50 keys, strings (up to 2,000 characters) or numbers"
+        None,
+        json_schema_extra=PROPERTY_KEYS,
+        description="Flat: at most 50 keys, strings (up to 2,000 characters) or numbers",
     )
     segments: list[Id | SegmentRef] | None = Field(
         None, max_length=100, description="Segment ids to join (of the team's segments)"
@@ -32,9 +41,11 @@ class UpdateContactRequest(BaseModel):
     email: Address = Field(default_factory=absent, description="A new address (unique in the team)")
     first_name: PersonName | None = None
     last_name: PersonName | None = None
-    unsubscribed: bool | None = None
+    unsubscribed: bool = Field(default_factory=absent)
     properties: dict[str, PropertyValue | None] | None = Field(
-        None, description="Merged key by key; a null value removes the key, null removes all"
+        None,
+        json_schema_extra=PROPERTY_KEYS,
+        description="Merged key by key; a null value removes the key, null removes all",
     )
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import absent
 
 
 class Capabilities(BaseModel):
-    sending: str = Field("enabled", description="Always enabled: every domain sends")
-    receiving: str = Field("disabled", description="enabled or disabled (the receiving flag)")
+    sending: Literal["enabled"] = Field("enabled", description="Always enabled: every domain sends")
+    receiving: Literal["enabled", "disabled"] = Field("disabled", description="The receiving flag")
 
 
 class CreateDomainRequest(BaseModel):
@@ -21,20 +23,31 @@ class CreateDomainRequest(BaseModel):
     region: str | None = Field(None, description="One of GET /domains/regions; default: the first")
     open_tracking: bool = False
     click_tracking: bool = False
-    tls: str = Field("opportunistic", description="opportunistic or enforced")
+    tls: Literal["opportunistic", "enforced"] = "opportunistic"
     receiving: bool = Field(False, description="Also publish an MX to receive mail")
-    capabilities: Capabilities | None = Field(
-        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    capabilities: Capabilities = Field(
+        default_factory=absent,
+        description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
 
 
 class UpdateDomainRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name]}
+                for name in ("open_tracking", "click_tracking", "tls", "receiving", "capabilities")
+            ]
+        }
+    )
+
     open_tracking: bool = Field(default_factory=absent)
     click_tracking: bool = Field(default_factory=absent)
-    tls: str | None = Field(None, description="opportunistic or enforced")
-    receiving: bool | None = None
-    capabilities: Capabilities | None = Field(
-        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    tls: Literal["opportunistic", "enforced"] = Field(default_factory=absent)
+    receiving: bool = Field(default_factory=absent)
+    capabilities: Capabilities = Field(
+        default_factory=absent,
+        description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import Name, absent
 from posthaste.core.templates import PATH_PATTERN
 
 Scalar = str | float | bool | None
+Alias = Annotated[
+    str,
+    Field(
+        pattern="^[a-z0-9_-]{1,64}$",
+        # A UUID is a template's id: an alias may not look like one.
+        json_schema_extra={"not": {"format": "uuid"}},
+        description="1-64 lowercase letters, digits, '-' and '_', unique per team; not a UUID",
+    ),
+]
 
 
 class TemplateVariableIn(BaseModel):
@@ -23,10 +32,17 @@ class TemplateVariableIn(BaseModel):
 
 
 class CreateTemplateRequest(BaseModel):
-    name: Name = Field(examples=["Welcome"])
-    alias: str | None = Field(
-        None, description="lowercase letters, digits, '-', '_'; at most 64; unique per team"
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["html"], "properties": {"html": {"type": "string"}}},
+                {"required": ["text"], "properties": {"text": {"type": "string"}}},
+            ]
+        }
     )
+
+    name: Name = Field(examples=["Welcome"])
+    alias: Alias | None = None
     subject: str | None = Field(None, examples=["Welcome, {{ first_name }}"])
     html: str | None = Field(None, examples=["<p>Hi {{ first_name }}</p>"])
     text: str | None = None
@@ -37,7 +53,7 @@ class CreateTemplateRequest(BaseModel):
 
 class UpdateTemplateRequest(BaseModel):
     name: Name = Field(default_factory=absent)
-    alias: str | None = None
+    alias: Alias | None = None
     subject: str | None = None
     html: str | None = None
     text: str | None = None
