@@ -56,6 +56,10 @@ def test_schemathesis_finds_nothing_new(server: RunningServer, tmp_path: Path) -
         command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
     )
     report = run.stdout + run.stderr
+    # The figures docs/reliability.md records (shown with pytest -s).
+    print(
+        "\n".join(line for line in report.splitlines() if re.search(r"generated|=====.* in ", line))
+    )
     assert run.returncode == 0, report
     # A run that generated next to nothing proves nothing (the run recorded in
     # docs/reliability.md generated 783 cases on SQLite).
