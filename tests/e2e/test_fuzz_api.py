@@ -37,15 +37,15 @@ def test_schemathesis_finds_nothing_new(server: RunningServer, tmp_path: Path) -
     command = [
         str(SCHEMATHESIS),
         "--no-color",
+        f"--config-file={HERE / 'schemathesis.toml'}",
         "run",
         f"{server.url}/openapi.json",
         "--checks=all",
         "--header",
         f"Authorization: Bearer {server.live_key}",
-        # Examples, generated requests per operation, then chains of calls along the links
-        # schemathesis infers (create, then read, edit, delete what it made).
+        # Examples, generated requests per operation, then chains of calls along the document's
+        # links (create, then read, edit, delete what it made); the bounds are in the file.
         "--phases=examples,fuzzing,stateful",
-        "--max-examples=5",
         "--generation-deterministic",
         "--workers=2",
         "--request-timeout=30",
@@ -62,8 +62,8 @@ def test_schemathesis_finds_nothing_new(server: RunningServer, tmp_path: Path) -
     )
     assert run.returncode == 0, report
     # A run that generated next to nothing proves nothing (the run recorded in
-    # docs/reliability.md generated 783 cases on SQLite).
+    # docs/reliability.md generated over 1,100 cases per backend).
     generated = re.search(r"(\d+) generated", report)
-    assert generated is not None and int(generated.group(1)) >= 500, report
+    assert generated is not None and int(generated.group(1)) >= 800, report
     tested = re.search(r"Tested: (\d+)", report)
     assert tested is not None and int(tested.group(1)) >= 130, report

@@ -52,12 +52,35 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         raise ValidationError("The request body is empty; send a JSON document.")
     try:
-        return orjson.loads(raw)
+        parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ValidationError(f"The request body is not valid JSON: {exc}.") from None
+    if b"\\u0000" in raw and _holds_nul(parsed):
+        raise ValidationError(NUL_REFUSED)
+    return parsed
 
 
 JsonBody = Annotated[Any, Depends(json_body)]
+
+# PostgreSQL's text cannot hold NUL, and no header, address or name needs it: refused everywhere,
+# on both backends, before anything is stored or looked up.
+NUL_REFUSED = "Text may not contain NUL (U+0000); remove it."
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+async def refuse_nul_in_url(request: Request) -> None:
+    """A NUL (``%00``) in the path or the query string is a 422, whatever the route."""
+    if "\x00" in request.url.path or "%00" in request.url.query:
+        raise ValidationError(NUL_REFUSED)
 
 
 async def optional_json_object(request: Request) -> dict[str, Any]:

@@ -90,6 +90,48 @@ def body_schema(model: type[BaseModel], *, array: bool = False) -> dict[str, Any
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+_PARAM = re.compile(r"{(\w+)}")
+
+
+def add_links(paths: dict[str, Any]) -> None:
+    """OpenAPI links from each create (``POST /things`` answering one record) to the operations
+    on that record (``/things/{id}...``): the record's ``id`` is their one path parameter."""
+    for collection, operations in paths.items():
+        created = _created_response(operations.get("post", {}))
+        if created is None:
+            continue
+        links = {
+            f"{method.upper()} {path}": {
+                "operationId": operation["operationId"],
+                "parameters": {name: "$response.body#/id"},
+            }
+            for path, name in _record_paths(paths, collection)
+            for method, operation in paths[path].items()
+        }
+        if links:
+            created["links"] = links
+
+
+def _record_paths(paths: dict[str, Any], collection: str) -> list[tuple[str, str]]:
+    """The paths under ``collection/{name}`` that take no other parameter, with ``name``."""
+    found = []
+    for path in paths:
+        head = path.removeprefix(collection + "/").partition("/")[0]
+        if path.startswith(collection + "/{") and _PARAM.findall(path) == [head.strip("{}")]:
+            found.append((path, head.strip("{}")))
+    return found
+
+
+def _created_response(operation: dict[str, Any]) -> dict[str, Any] | None:
+    """The 201 (or 200) answer of a create whose body is one record with an ``id``."""
+    for status in ("201", "200"):
+        answer = operation.get("responses", {}).get(status)
+        ref = answer and answer.get("content", {}).get("application/json", {}).get("schema", {})
+        if ref and "$ref" in ref:
+            return answer  # type: ignore[no-any-return]
+    return None
+
+
 def install_openapi(app: FastAPI) -> None:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -105,6 +147,7 @@ def install_openapi(app: FastAPI) -> None:
                 "bearer": {"type": "http", "scheme": "bearer", "description": "API key"}
             }
             document["security"] = [{"bearer": []}]
+            add_links(document["paths"])
             app.openapi_schema = document
         return app.openapi_schema
 

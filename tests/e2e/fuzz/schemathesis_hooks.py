@@ -22,6 +22,7 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r"The 'cursor' is invalid", "a cursor is a next_cursor the API gave"),
     # Two parameters that may each be given, but not together.
     (r"Give 'after' or 'before', not both\.", "after and before exclude each other"),
+    (r"Give 'cursor' or an email id in '(after|before)', not both", "ditto, cursor and an id"),
     # A reference to another of the caller's records (a segment, topic, domain, contact) that
     # does not exist: 422 naming the field, as PRODUCT decides; existence is data.
     (r".*(is|which is) not one of your ", "a reference names one of your records"),

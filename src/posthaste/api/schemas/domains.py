@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,7 +14,27 @@ class Capabilities(BaseModel):
     receiving: Literal["enabled", "disabled"] = Field("disabled", description="The receiving flag")
 
 
+# receiving and Resend's capabilities.receiving, given together, must say the same thing.
+RECEIVING_DISAGREES: dict[str, Any] = {
+    "anyOf": [
+        {
+            "required": ["receiving", "capabilities"],
+            "properties": {
+                "receiving": {"const": receiving},
+                "capabilities": {
+                    "required": ["receiving"],
+                    "properties": {"receiving": {"const": capability}},
+                },
+            },
+        }
+        for receiving, capability in ((True, "disabled"), (False, "enabled"))
+    ]
+}
+
+
 class CreateDomainRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"not": RECEIVING_DISAGREES})
+
     name: str = Field(
         pattern=r"^\s*([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}\.?\s*$",
         description="The domain to send from, e.g. example.com (IDN accepted; not localhost, "
@@ -37,7 +57,8 @@ class UpdateDomainRequest(BaseModel):
             "anyOf": [
                 {"required": [name]}
                 for name in ("open_tracking", "click_tracking", "tls", "receiving", "capabilities")
-            ]
+            ],
+            "not": RECEIVING_DISAGREES,
         }
     )
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posthaste.api.schemas.common import Name, absent
+from posthaste.api.schemas.common import Name, Subject, absent
 from posthaste.core.templates import PATH_PATTERN
 
 Scalar = str | float | bool | None
@@ -43,7 +43,7 @@ class CreateTemplateRequest(BaseModel):
 
     name: Name = Field(examples=["Welcome"])
     alias: Alias | None = None
-    subject: str | None = Field(None, examples=["Welcome, {{ first_name }}"])
+    subject: Subject | None = Field(None, examples=["Welcome, {{ first_name }}"])
     html: str | None = Field(None, examples=["<p>Hi {{ first_name }}</p>"])
     text: str | None = None
     variables: list[TemplateVariableIn] | None = Field(
@@ -54,7 +54,7 @@ class CreateTemplateRequest(BaseModel):
 class UpdateTemplateRequest(BaseModel):
     name: Name = Field(default_factory=absent)
     alias: Alias | None = None
-    subject: str | None = None
+    subject: Subject | None = None
     html: str | None = None
     text: str | None = None
     variables: list[TemplateVariableIn] | None = Field(
