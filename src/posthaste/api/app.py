@@ -39,8 +39,8 @@ from posthaste.bootstrap import Services
 
 DESCRIPTION = (
     "Posthaste: self-hosted email delivery. Authenticate with `Authorization: Bearer <API_KEY>`. "
-    'Errors are `{"statusCode", "name", "message"}`. No text, in a body, a path or a query, '
-    "may contain NUL (U+0000): 422 validation_error."
+    'Errors are `{"statusCode", "name", "message"}`. No text in a body or a query may contain '
+    "NUL (U+0000): 422 validation_error (in a path: 404 not_found)."
 )
 
 

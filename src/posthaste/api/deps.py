@@ -11,7 +11,7 @@ from posthaste.api.openapi import PAGE_LIMIT
 from posthaste.bootstrap import Services
 from posthaste.core.cursors import PageRequest, page_request
 from posthaste.core.models import Permission, Principal
-from posthaste.errors import MissingApiKey, RestrictedApiKey, ValidationError
+from posthaste.errors import MissingApiKey, NotFound, RestrictedApiKey, ValidationError
 
 
 async def get_services(request: Request) -> Services:
@@ -78,8 +78,11 @@ def _holds_nul(value: Any) -> bool:
 
 
 async def refuse_nul_in_url(request: Request) -> None:
-    """A NUL (``%00``) in the path or the query string is a 422, whatever the route."""
-    if "\x00" in request.url.path or "%00" in request.url.query:
+    """A NUL (``%00``) in the path names nothing (404, like any id that does not exist); in the
+    query string it is a 422, whatever the route."""
+    if "\x00" in request.url.path:
+        raise NotFound()
+    if "%00" in request.url.query:
         raise ValidationError(NUL_REFUSED)
 
 
