@@ -27,6 +27,7 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     # does not exist: 422 naming the field, as PRODUCT decides; existence is data.
     (r".*(is|which is) not one of your ", "a reference names one of your records"),
     (r"Domain '.*' was not found; see GET /domains\.", "a reference names one of your domains"),
+    (r"Template '.*' was not found; give the id or alias of one of your ", "ditto, a template"),
     (r"'contact_id' must be the id of one of your contacts\.", "ditto, a contact"),
     # What DNS says at the moment of the request (a webhook host, a domain's claim record).
     (r"'endpoint' host .* does not resolve", "the endpoint's host must resolve"),
@@ -45,6 +46,9 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r"'scheduled_at' must be at most 30 days in the future", "a bound relative to now"),
     # A stream's type is data: mail on a broadcast stream has one recipient.
     (r"Mail on the broadcast stream .* goes to one recipient", "the stream's type is data"),
+    # JSON Schema's "integer" admits 140.0; the API takes a byte only as an integer literal.
+    # (A schema-valid request can meet this message only that way: 0-255 is in the schema.)
+    (r"'attachments\[\d+\]\.content\[\d+\]' must be an integer from 0 to 255", "140.0"),
     # The regions are the deployment's configuration; GET /domains/regions lists them.
     (r"'region' must be one of: ", "regions are configured per deployment"),
 )

@@ -18,7 +18,7 @@ from posthaste.api.openapi import ERRORS, body_schema
 from posthaste.api.responses import json_response
 from posthaste.api.routes import contacts, segments
 from posthaste.api.schemas.common import Deleted
-from posthaste.api.schemas.contacts import ContactList, ContactRecord, CreateContactRequest
+from posthaste.api.schemas.contacts import AudienceContactRequest, ContactList, ContactRecord
 from posthaste.api.schemas.segments import SegmentList, SegmentRecord, SegmentRequest
 from posthaste.core.contacts import parse_new_contact
 from posthaste.core.serialize import contact_record
@@ -69,7 +69,7 @@ router.add_api_route(
     status_code=201,
     summary="Create a contact in a segment",
     responses={201: {"model": ContactRecord}, **ERRORS},
-    openapi_extra=body_schema(CreateContactRequest),
+    openapi_extra=body_schema(AudienceContactRequest),
 )
 async def create_audience_contact(
     segment_id: Annotated[

@@ -33,6 +33,7 @@ from posthaste.errors import ValidationError
 
 AFTER = "A suppression id (Resend's cursor): the page after it, newest first"
 BEFORE = "Not supported here (422): page forwards with cursor or after"
+NOT_SUPPORTED = {"anyOf": [{"type": "string", "maxLength": 0}]}  # an empty value is no value
 
 router = APIRouter()
 
@@ -51,7 +52,10 @@ async def list_suppressions(
     origin: Annotated[str | None, Query(json_schema_extra=one_of(*SUPPRESSION_ORIGINS))] = None,
     email: str | None = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    before: Annotated[
+        str | None,
+        Query(description=BEFORE, json_schema_extra=NOT_SUPPORTED),
+    ] = None,
 ) -> Response:
     size = page_limit(limit, 50)
     wanted = parse_suppression_origin(origin or None)

@@ -6,7 +6,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posthaste.api.schemas.common import Id, Mailbox, OneLine, Subject, Timestamp, absent
+from posthaste.api.schemas.common import (
+    Id,
+    Mailbox,
+    OneLine,
+    Subject,
+    TemplateRef,
+    Timestamp,
+    absent,
+)
 
 
 class BroadcastRequest(BaseModel):
@@ -20,9 +28,9 @@ class BroadcastRequest(BaseModel):
     subject: Subject | None = None
     html: str | None = None
     text: str | None = None
-    template: str | None = Field(None, description="Alias or id; or template_id")
+    template: TemplateRef | None = Field(None, description="Alias or id; or template_id")
     data: dict[str, Any] | None = Field(None, description="Template variables")
-    reply_to: str | list[str] | None = None
+    reply_to: Mailbox | list[Mailbox] | None = None
     stream_id: str | None = Field(
         None, min_length=1, description="One of your streams; default: broadcast"
     )

@@ -65,6 +65,9 @@ Subject = Annotated[
     str,
     Field(max_length=2000, pattern=HEADER_TEXT, description="One line of text, 2,000 at most"),
 ]
+TemplateRef = Annotated[
+    str, Field(pattern=r"\S", description="The id or alias of one of your templates")
+]
 Timestamp = Annotated[
     str, Field(json_schema_extra={"format": "date-time"}, description="RFC 3339, with a time zone")
 ]

@@ -37,6 +37,12 @@ class CreateContactRequest(BaseModel):
     topics: list[ContactTopicChoice] | None = Field(None, description="The contact's choices")
 
 
+class AudienceContactRequest(CreateContactRequest):
+    """``POST /audiences/{segment_id}/contacts``: the contact joins the path's segment."""
+
+    segments: Any = Field(None, description="Ignored here: the path names the segment")
+
+
 class UpdateContactRequest(BaseModel):
     email: Address = Field(default_factory=absent, description="A new address (unique in the team)")
     first_name: PersonName | None = None

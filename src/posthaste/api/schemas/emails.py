@@ -6,10 +6,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posthaste.api.schemas.common import HEADER_TEXT, Mailbox, Subject, Timestamp
+from posthaste.api.schemas.common import HEADER_TEXT, Mailbox, Subject, TemplateRef, Timestamp
 from posthaste.core.headers import RESERVED_HEADER_PREFIX, RESERVED_HEADERS
 
 Recipients = Annotated[list[Mailbox], Field(min_length=1, max_length=50)]
+Copies = Annotated[list[Mailbox], Field(max_length=50)]
 
 _GIVEN = {"not": {"type": "null"}}
 MEDIA_TYPE = "[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
@@ -85,7 +86,7 @@ class TagIn(BaseModel):
 
 
 class TemplateRefIn(BaseModel):
-    id: str
+    id: TemplateRef
     variables: dict[str, Any] | None = None
 
 
@@ -94,9 +95,9 @@ class SendEmailRequest(BaseModel):
 
     from_: Mailbox = Field(alias="from", examples=["Acme <hello@acme.test>"])
     to: Mailbox | Recipients = Field(description="At most 50 recipients in to, cc and bcc together")
-    cc: Mailbox | Recipients | None = None
-    bcc: Mailbox | Recipients | None = None
-    reply_to: Mailbox | Recipients | None = None
+    cc: Mailbox | Copies | None = None
+    bcc: Mailbox | Copies | None = None
+    reply_to: Mailbox | list[Mailbox] | None = None
     subject: Subject | None = None
     html: str | None = None
     text: str | None = None
@@ -114,8 +115,10 @@ class SendEmailRequest(BaseModel):
     scheduled_at: Timestamp | None = Field(
         None, description="RFC 3339 with a time zone; up to 30 days ahead"
     )
-    template: str | TemplateRefIn | None = Field(None, description="Alias or id of a template")
-    template_id: str | None = None
+    template: TemplateRef | TemplateRefIn | None = Field(
+        None, description="Alias or id of a template"
+    )
+    template_id: TemplateRef | None = None
     stream_id: str | None = Field(
         None, min_length=1, description="One of your streams; default: transactional"
     )
