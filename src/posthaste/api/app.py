@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from posthaste import __version__
+from posthaste.api.deps import refuse_nul_in_url
 from posthaste.api.docs import install_docs
 from posthaste.api.errors import install_error_handlers
 from posthaste.api.middleware import BodyLimit, CatchAll, MemoryBudget, RequestLog
@@ -41,7 +42,8 @@ from posthaste.ui.app import install_ui
 
 DESCRIPTION = (
     "Posthaste: self-hosted email delivery. Authenticate with `Authorization: Bearer <API_KEY>`. "
-    'Errors are `{"statusCode", "name", "message"}`.'
+    'Errors are `{"statusCode", "name", "message"}`. No text in a body or a query may contain '
+    "NUL (U+0000): 422 validation_error (in a path: 404 not_found)."
 )
 
 
@@ -52,6 +54,7 @@ def create_app(services: Services) -> FastAPI:
         description=DESCRIPTION,
         docs_url=None,  # served by install_docs, without a CDN
         redoc_url=None,
+        dependencies=[Depends(refuse_nul_in_url)],
     )
     app.state.services = services
     install_error_handlers(app)

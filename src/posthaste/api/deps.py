@@ -11,7 +11,7 @@ from posthaste.api.openapi import PAGE_LIMIT
 from posthaste.bootstrap import Services
 from posthaste.core.cursors import PageRequest, page_request
 from posthaste.core.models import Permission, Principal
-from posthaste.errors import MissingApiKey, RestrictedApiKey, ValidationError
+from posthaste.errors import MissingApiKey, NotFound, RestrictedApiKey, ValidationError
 
 
 async def get_services(request: Request) -> Services:
@@ -52,12 +52,38 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         raise ValidationError("The request body is empty; send a JSON document.")
     try:
-        return orjson.loads(raw)
+        parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ValidationError(f"The request body is not valid JSON: {exc}.") from None
+    if b"\\u0000" in raw and _holds_nul(parsed):
+        raise ValidationError(NUL_REFUSED)
+    return parsed
 
 
 JsonBody = Annotated[Any, Depends(json_body)]
+
+# PostgreSQL's text cannot hold NUL, and no header, address or name needs it: refused everywhere,
+# on both backends, before anything is stored or looked up.
+NUL_REFUSED = "Text may not contain NUL (U+0000); remove it."
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+async def refuse_nul_in_url(request: Request) -> None:
+    """A NUL (``%00``) in the path names nothing (404, like any id that does not exist); in the
+    query string it is a 422, whatever the route."""
+    if "\x00" in request.url.path:
+        raise NotFound()
+    if "%00" in request.url.query:
+        raise ValidationError(NUL_REFUSED)
 
 
 async def optional_json_object(request: Request) -> dict[str, Any]:

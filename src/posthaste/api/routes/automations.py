@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ResendPage, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, body_schema, comma_separated, one_of
 from posthaste.api.responses import deleted, json_response, page
 from posthaste.api.schemas.automations import (
     AutomationList,
@@ -35,6 +35,7 @@ from posthaste.errors import ValidationError
 STATUS = "Only automations with this status: enabled or disabled"
 RUN_STATUS = "Only runs with these statuses, comma-separated: running, completed, failed, cancelled"
 
+RUN_STATUSES = comma_separated(*(status.value for status in RunStatus), blanks=True)
 router = APIRouter(tags=["automations"])
 ONE = {200: {"model": AutomationRecord}, **ERRORS}
 RUN = {200: {"model": RunRecord}, **ERRORS}
@@ -63,7 +64,9 @@ async def list_automations(
     principal: FullPrincipal,
     services: ServicesDep,
     request: ResendPage,
-    status: Annotated[str | None, Query(description=STATUS)] = None,
+    status: Annotated[
+        str | None, Query(description=STATUS, json_schema_extra=one_of("enabled", "disabled"))
+    ] = None,
 ) -> Response:
     wanted = parse_status(status) if status else None
     if request is None:
@@ -147,7 +150,9 @@ async def list_runs(
     principal: FullPrincipal,
     services: ServicesDep,
     request: ResendPage,
-    status: Annotated[str | None, Query(description=RUN_STATUS)] = None,
+    status: Annotated[
+        str | None, Query(description=RUN_STATUS, json_schema_extra=RUN_STATUSES)
+    ] = None,
 ) -> Response:
     statuses = _run_statuses(status)
     automations = services.automations

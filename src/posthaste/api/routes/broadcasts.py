@@ -23,6 +23,7 @@ from posthaste.api.schemas.broadcasts import (
     BroadcastList,
     BroadcastRecord,
     BroadcastRequest,
+    CreateBroadcastRequest,
     SendBroadcastRequest,
 )
 from posthaste.api.schemas.common import Deleted
@@ -42,7 +43,7 @@ ONE = {200: {"model": BroadcastRecord}, **ERRORS}
     status_code=201,
     summary="Create a broadcast: a draft, or sent at once with send: true (scheduled_at: later)",
     responses={201: {"model": BroadcastRecord}, **ERRORS},
-    openapi_extra=body_schema(BroadcastRequest),
+    openapi_extra=body_schema(CreateBroadcastRequest),
 )
 async def create_broadcast(
     principal: FullPrincipal, services: ServicesDep, body: JsonBody

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, ResendPage, ServicesDep
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ERRORS, ID_OR_NONE, one_of
 from posthaste.api.responses import json_response, page
 from posthaste.api.schemas.contact_imports import ContactImportList, ContactImportRecord
 from posthaste.api.streamed import streamed_listing
@@ -64,8 +64,12 @@ async def create_import(
     request: Request,
     principal: FullPrincipal,
     services: ServicesDep,
-    on_conflict: Annotated[str | None, Query(description=ON_CONFLICT)] = None,
-    segment_id: Annotated[str | None, Query(description=SEGMENT)] = None,
+    on_conflict: Annotated[
+        str | None, Query(description=ON_CONFLICT, json_schema_extra=one_of("upsert", "skip"))
+    ] = None,
+    segment_id: Annotated[
+        str | None, Query(description=SEGMENT, json_schema_extra=ID_OR_NONE)
+    ] = None,
 ) -> Response:
     conflict = parse_on_conflict(on_conflict)
     segments = _segment_ids(segment_id)

@@ -30,6 +30,7 @@ SEGMENT = "Only the members of this segment"
 
 router = APIRouter(tags=["contacts"])
 ONE = {200: {"model": ContactRecord}, **ERRORS}
+UPDATE_BODY = body_schema(UpdateContactRequest)
 
 
 @router.post(
@@ -91,7 +92,7 @@ async def get_contact(
     "/contacts/{id_or_email}",
     summary="Edit a contact",
     responses=ONE,
-    openapi_extra=body_schema(UpdateContactRequest),
+    openapi_extra=UPDATE_BODY,
 )
 async def update_contact(
     id_or_email: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody

@@ -17,7 +17,16 @@ from posthaste.api.deps import (
     json_object,
 )
 from posthaste.api.negotiation import wants_json
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import (
+    ADDRESS_FILTER,
+    ADDRESS_OR_NONE,
+    CURSOR_RULE,
+    ERRORS,
+    TAG_FILTER,
+    TIME_OR_ID,
+    body_schema,
+    one_of,
+)
 from posthaste.api.responses import json_response, listing, page
 from posthaste.api.schemas.emails import (
     AttachmentList,
@@ -42,6 +51,8 @@ from posthaste.storage.emails import EmailFilter
 
 router = APIRouter(tags=["emails"])
 MAX_BATCH = 100
+# Not blank (HTTP trims a header's value), no control characters.
+IDEMPOTENCY_KEY = r"^\s*[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$"
 
 
 @router.post(
@@ -54,7 +65,16 @@ async def send_email(
     principal: SendingPrincipal,
     services: ServicesDep,
     body: JsonBody,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="1-256 characters, no control characters; kept 24 hours",
+            json_schema_extra={
+                "anyOf": [{"type": "string", "maxLength": 256, "pattern": IDEMPOTENCY_KEY}]
+            },
+        ),
+    ] = None,
 ) -> Response:
     key = None if idempotency_key is None else _idempotency_key(idempotency_key, body)
     request = parse_send_request(body, now_ms())
@@ -123,19 +143,34 @@ async def list_emails(
     services: ServicesDep,
     limit: Annotated[str | None, Query(description="1-100, default 20")] = None,
     cursor: str | None = None,
-    status: str | None = None,
-    to: str | None = None,
-    from_: Annotated[str | None, Query(alias="from")] = None,
+    status: Annotated[
+        str | None, Query(json_schema_extra=one_of(*(s.value for s in EmailStatus)))
+    ] = None,
+    to: Annotated[
+        str | None, Query(description=ADDRESS_FILTER, json_schema_extra=ADDRESS_OR_NONE)
+    ] = None,
+    from_: Annotated[
+        str | None,
+        Query(alias="from", description=ADDRESS_FILTER, json_schema_extra=ADDRESS_OR_NONE),
+    ] = None,
     subject: str | None = None,
-    tag: Annotated[str | None, Query(description="key:value")] = None,
+    tag: Annotated[str | None, Query(description="key:value", json_schema_extra=TAG_FILTER)] = None,
     stream_id: str | None = None,
     after: Annotated[
         str | None,
-        Query(description="RFC 3339: created strictly after; or an email id: the page after it"),
+        Query(
+            description="RFC 3339: created strictly after; or an email id: the page after it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
     before: Annotated[
         str | None,
-        Query(description="RFC 3339: created strictly before; or an email id: the page before it"),
+        Query(
+            description="RFC 3339: created strictly before; or an email id: the page before it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
 ) -> Response:
     flt, anchor = email_filter(

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Header, Query
 from starlette.responses import Response, StreamingResponse
 
 from posthaste.api.deps import FullPrincipal, ServicesDep
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ERRORS, comma_separated
 from posthaste.core.webhook_requests import parse_event_types
+from posthaste.core.webhooks import EVENT_TYPES
 
 router = APIRouter(tags=["events"])
 
@@ -29,7 +30,13 @@ STREAM_DESCRIPTION = (
 async def event_stream(
     principal: FullPrincipal,
     services: ServicesDep,
-    types: Annotated[str | None, Query(description="Comma-separated event types")] = None,
+    types: Annotated[
+        str | None,
+        Query(
+            description="Comma-separated event types",
+            json_schema_extra=comma_separated(*EVENT_TYPES),
+        ),
+    ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
     wanted = parse_event_types([t.strip() for t in types.split(",")], "types") if types else None

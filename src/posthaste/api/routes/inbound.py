@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, ResendPage, ServicesDep
 from posthaste.api.negotiation import wants_json
-from posthaste.api.openapi import ERRORS
+from posthaste.api.openapi import ADDRESS_FILTER, ADDRESS_OR_NONE, CURSOR_RULE, ERRORS, TIME_OR_ID
 from posthaste.api.responses import json_response, page
 from posthaste.api.routes.emails import attachment_download, lookup_filter, time_or_id
 from posthaste.api.schemas.emails import AttachmentList
@@ -48,15 +48,29 @@ async def list_received(
     services: ServicesDep,
     limit: Annotated[str | None, Query(description="1-100, default 20")] = None,
     cursor: str | None = None,
-    to: Annotated[str | None, Query(description="A recipient (To, Cc or envelope)")] = None,
-    from_: Annotated[str | None, Query(alias="from")] = None,
+    to: Annotated[
+        str | None,
+        Query(description="A recipient (To, Cc or envelope)", json_schema_extra=ADDRESS_OR_NONE),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        Query(alias="from", description=ADDRESS_FILTER, json_schema_extra=ADDRESS_OR_NONE),
+    ] = None,
     after: Annotated[
         str | None,
-        Query(description="RFC 3339: received strictly after; or an id: the page after it"),
+        Query(
+            description="RFC 3339: received strictly after; or an id: the page after it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
     before: Annotated[
         str | None,
-        Query(description="RFC 3339: received strictly before; or an id: the page before it"),
+        Query(
+            description="RFC 3339: received strictly before; or an id: the page before it."
+            + CURSOR_RULE,
+            json_schema_extra=TIME_OR_ID,
+        ),
     ] = None,
 ) -> Response:
     after_at, after_id = time_or_id(after, "after")

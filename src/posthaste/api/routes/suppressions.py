@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from posthaste.api.deps import FullPrincipal, JsonBody, ServicesDep, json_object
-from posthaste.api.openapi import ERRORS, body_schema
+from posthaste.api.openapi import ERRORS, body_schema, one_of
 from posthaste.api.responses import deleted, json_response
 from posthaste.api.schemas.common import Deleted
 from posthaste.api.schemas.suppressions import (
@@ -23,6 +23,7 @@ from posthaste.api.schemas.suppressions import (
 from posthaste.core.cursors import page_limit
 from posthaste.core.serialize import suppression_record
 from posthaste.core.suppressions import (
+    SUPPRESSION_ORIGINS,
     parse_removal_refs,
     parse_suppressed_addresses,
     parse_suppression_body,
@@ -32,6 +33,7 @@ from posthaste.errors import ValidationError
 
 AFTER = "A suppression id (Resend's cursor): the page after it, newest first"
 BEFORE = "Not supported here (422): page forwards with cursor or after"
+NOT_SUPPORTED = {"anyOf": [{"type": "string", "maxLength": 0}]}  # an empty value is no value
 
 router = APIRouter()
 
@@ -47,10 +49,13 @@ async def list_suppressions(
     services: ServicesDep,
     limit: Annotated[str | None, Query(description="1-100, default 50")] = None,
     cursor: str | None = None,
-    origin: str | None = None,
+    origin: Annotated[str | None, Query(json_schema_extra=one_of(*SUPPRESSION_ORIGINS))] = None,
     email: str | None = None,
     after: Annotated[str | None, Query(description=AFTER)] = None,
-    before: Annotated[str | None, Query(description=BEFORE)] = None,
+    before: Annotated[
+        str | None,
+        Query(description=BEFORE, json_schema_extra=NOT_SUPPORTED),
+    ] = None,
 ) -> Response:
     size = page_limit(limit, 50)
     wanted = parse_suppression_origin(origin or None)

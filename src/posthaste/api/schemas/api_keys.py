@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from posthaste.api.schemas.common import Name
 
 
 class CreateApiKeyRequest(BaseModel):
-    name: str
-    permission: str = Field("full_access", description="full_access or sending_access")
-    domain_id: str | None = None
-    mode: str | None = Field(None, description="live or test; default: the calling key's mode")
+    name: Name
+    permission: Literal["full_access", "sending_access"] = "full_access"
+    domain_id: str | None = Field(None, description="The id of one of the team's domains")
+    mode: Literal["live", "test"] | None = Field(
+        None,
+        description="live or test; default: the calling key's mode (a test key makes test keys)",
+    )
 
 
 class UpdateApiKeyRequest(BaseModel):
-    name: str = Field(description="The key's new name, 1-200 characters")
+    name: Name
 
 
 class ApiKeyRecord(BaseModel):

@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from posthaste.api.schemas.common import Address, Id, Name, absent
+from posthaste.api.schemas.event_definitions import EVENT_NAME
+
 StepType = Literal[
     "trigger",
     "send_email",
@@ -24,7 +27,10 @@ RunStatus = Literal["running", "completed", "failed", "cancelled"]
 
 
 class AutomationStep(BaseModel):
-    key: str = Field(description="1-64 letters, digits, '_' or '-', unique in the graph")
+    key: str = Field(
+        pattern="^[A-Za-z0-9_-]{1,64}$",
+        description="1-64 letters, digits, '_' or '-', unique in the graph",
+    )
     type: StepType
     config: dict[str, Any] = Field(description="The step type's settings (docs/automations.md)")
 
@@ -38,16 +44,21 @@ class AutomationConnection(BaseModel):
 
 
 class CreateAutomationRequest(BaseModel):
-    name: str = Field(examples=["Welcome series"])
+    name: Name = Field(examples=["Welcome series"])
     status: Literal["enabled", "disabled"] = "disabled"
-    steps: list[AutomationStep]
+    steps: list[AutomationStep] = Field(min_length=1, max_length=100)
     connections: list[AutomationConnection] = []
 
 
 class UpdateAutomationRequest(BaseModel):
-    name: str | None = None
-    status: Literal["enabled", "disabled"] | None = None
-    steps: list[AutomationStep] | None = Field(None, description="A new graph: a new version")
+    name: Name = Field(default_factory=absent)
+    status: Literal["enabled", "disabled"] = Field(default_factory=absent)
+    steps: list[AutomationStep] = Field(
+        default_factory=absent,
+        min_length=1,
+        max_length=100,
+        description="A new graph: a new version",
+    )
     connections: list[AutomationConnection] | None = Field(None, description="With 'steps'")
 
 
@@ -103,9 +114,19 @@ class RunList(BaseModel):
 
 
 class SendEventRequest(BaseModel):
-    event: str = Field(examples=["order.paid"], description="A custom event's name")
-    email: str | None = Field(None, description="The contact's address (made a contact if new)")
-    contact_id: str | None = Field(None, description="Or the contact's id")
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["email"]}, {"required": ["contact_id"]}]}
+    )
+
+    event: str = Field(
+        examples=["order.paid"], pattern=EVENT_NAME, description="A custom event's name"
+    )
+    email: Address = Field(
+        default_factory=absent,
+        description="The contact's address (made a contact if new); exactly one of email and "
+        "contact_id",
+    )
+    contact_id: Id = Field(default_factory=absent, description="Or the contact's id")
     payload: dict[str, Any] | None = Field(None, description="Rendered as {{event.<key>}}")
 
 

@@ -6,30 +6,67 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from posthaste.api.schemas.common import (
+    Id,
+    Mailbox,
+    OneLine,
+    Subject,
+    TemplateRef,
+    Timestamp,
+    absent,
+)
+
 
 class BroadcastRequest(BaseModel):
     """``POST /broadcasts`` (``segment_id`` and ``from`` required) and ``PATCH`` (any field)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
-    name: str | None = None
-    segment_id: str | None = Field(None, description="Resend's audience_id is accepted too")
+    name: OneLine | None = Field(None, max_length=200)
+    segment_id: Id | None = Field(None, description="Resend's audience_id is accepted too")
     from_: str | None = Field(None, alias="from", examples=["News <news@example.com>"])
-    subject: str | None = None
+    subject: Subject | None = None
     html: str | None = None
     text: str | None = None
-    template: str | None = Field(None, description="Alias or id; or template_id")
+    template: TemplateRef | None = Field(None, description="Alias or id; or template_id")
     data: dict[str, Any] | None = Field(None, description="Template variables")
-    reply_to: str | list[str] | None = None
-    stream_id: str | None = Field(None, description="Default: broadcast")
-    topic_id: str | None = Field(None, description="Mail only the members subscribed to it")
-    preview_text: str | None = None
-    send: bool | None = Field(None, description="Create only: send at once (or schedule)")
-    scheduled_at: str | None = Field(None, description="RFC 3339, with send: true")
+    reply_to: Mailbox | list[Mailbox] | None = None
+    stream_id: str | None = Field(
+        None, min_length=1, description="One of your streams; default: broadcast"
+    )
+    topic_id: Id | None = Field(None, description="Mail only the members subscribed to it")
+    preview_text: OneLine | None = Field(None, max_length=500)
+    send: bool = Field(
+        default_factory=absent, description="Create only: send at once (or schedule)"
+    )
+    scheduled_at: Timestamp | None = Field(
+        None, description="RFC 3339 with a time zone, with send: true; up to 30 days ahead"
+    )
+
+
+class CreateBroadcastRequest(BroadcastRequest):
+    """``POST /broadcasts``: a segment and a sender are required."""
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+        # scheduled_at only with send: true (else it would be lost).
+        json_schema_extra={
+            "anyOf": [
+                {"not": {"required": ["scheduled_at"]}},
+                {"properties": {"scheduled_at": {"type": "null"}}},
+                {"required": ["send"], "properties": {"send": {"const": True}}},
+            ]
+        },
+    )
+
+    segment_id: Id = Field(description="One of the team's segments (Resend's audience_id too)")
+    from_: Mailbox = Field(alias="from", examples=["News <news@example.com>"])
 
 
 class SendBroadcastRequest(BaseModel):
-    scheduled_at: str | None = Field(None, description="RFC 3339; absent or past: now")
+    scheduled_at: Timestamp | None = Field(
+        None, description="RFC 3339 with a time zone; absent or past: now"
+    )
 
 
 class BroadcastRecord(BaseModel):

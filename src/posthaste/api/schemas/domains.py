@@ -2,33 +2,73 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posthaste.api.schemas.common import absent
 
 
 class Capabilities(BaseModel):
-    sending: str = Field("enabled", description="Always enabled: every domain sends")
-    receiving: str = Field("disabled", description="enabled or disabled (the receiving flag)")
+    sending: Literal["enabled"] = Field("enabled", description="Always enabled: every domain sends")
+    receiving: Literal["enabled", "disabled"] = Field("disabled", description="The receiving flag")
+
+
+# receiving and Resend's capabilities.receiving, given together, must say the same thing.
+RECEIVING_DISAGREES: dict[str, Any] = {
+    "anyOf": [
+        {
+            "required": ["receiving", "capabilities"],
+            "properties": {
+                "receiving": {"const": receiving},
+                "capabilities": {
+                    "required": ["receiving"],
+                    "properties": {"receiving": {"const": capability}},
+                },
+            },
+        }
+        for receiving, capability in ((True, "disabled"), (False, "enabled"))
+    ]
+}
 
 
 class CreateDomainRequest(BaseModel):
-    name: str = Field(description="The domain to send from, e.g. example.com (IDN accepted)")
+    model_config = ConfigDict(json_schema_extra={"not": RECEIVING_DISAGREES})
+
+    name: str = Field(
+        pattern=r"^\s*([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}\.?\s*$",
+        description="The domain to send from, e.g. example.com (IDN accepted; not localhost, "
+        ".local, .invalid, .onion, .arpa or an IP address)",
+    )
     region: str | None = Field(None, description="One of GET /domains/regions; default: the first")
     open_tracking: bool = False
     click_tracking: bool = False
-    tls: str = Field("opportunistic", description="opportunistic or enforced")
+    tls: Literal["opportunistic", "enforced"] = "opportunistic"
     receiving: bool = Field(False, description="Also publish an MX to receive mail")
-    capabilities: Capabilities | None = Field(
-        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    capabilities: Capabilities = Field(
+        default_factory=absent,
+        description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
 
 
 class UpdateDomainRequest(BaseModel):
-    open_tracking: bool | None = None
-    click_tracking: bool | None = None
-    tls: str | None = Field(None, description="opportunistic or enforced")
-    receiving: bool | None = None
-    capabilities: Capabilities | None = Field(
-        None, description="Resend's spelling of receiving (receiving: enabled|disabled)"
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name]}
+                for name in ("open_tracking", "click_tracking", "tls", "receiving", "capabilities")
+            ],
+            "not": RECEIVING_DISAGREES,
+        }
+    )
+
+    open_tracking: bool = Field(default_factory=absent)
+    click_tracking: bool = Field(default_factory=absent)
+    tls: Literal["opportunistic", "enforced"] = Field(default_factory=absent)
+    receiving: bool = Field(default_factory=absent)
+    capabilities: Capabilities = Field(
+        default_factory=absent,
+        description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from posthaste.api.schemas.common import Name
+
 
 class SegmentRequest(BaseModel):
-    name: str = Field(examples=["Newsletter"])
+    name: Name = Field(examples=["Newsletter"])
 
 
 class SegmentRecord(BaseModel):

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from posthaste.api.schemas.common import Name, absent
 
 
 class CreateStreamRequest(BaseModel):
-    id: str | None = Field(None, description="Slug; derived from the name when omitted")
-    name: str
-    type: str = Field(description="transactional or broadcast")
+    id: str = Field(
+        default_factory=absent,
+        pattern="^[a-z0-9][a-z0-9_-]{0,63}$",
+        description="Slug; derived from the name when omitted (then the name must give one: "
+        "a letter or digit first)",
+    )
+    name: Name
+    type: Literal["transactional", "broadcast"]
 
 
 class UpdateStreamRequest(BaseModel):
-    name: str
+    name: Name
 
 
 class StreamRecord(BaseModel):

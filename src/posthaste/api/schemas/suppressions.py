@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from posthaste.api.schemas.common import Address, absent
 
 
 class CreateSuppressionRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": ["email"]}, {"required": ["emails"]}]}
+    )
+
     """One address (``email``), or several (``emails``; a JSON array of addresses or of
     ``{email}`` objects is taken too)."""
 
-    email: str | None = Field(None, description="One address (answers its entry)")
-    emails: list[str] | None = Field(
-        None, description="1 to 1,000 addresses, all or none (answers a list)"
+    email: Address = Field(default_factory=absent, description="One address (answers its entry)")
+    emails: list[Address] = Field(
+        default_factory=absent,
+        min_length=1,
+        max_length=1000,
+        description="1 to 1,000 addresses, all or none (answers a list)",
     )
 
 
@@ -32,12 +41,23 @@ class SuppressionList(BaseModel):
 
 
 class SuppressionBatch(BaseModel):
-    emails: list[str] = Field(description="1 to 1,000 addresses")
+    emails: list[Address] = Field(min_length=1, max_length=1000, description="1 to 1,000 addresses")
 
 
 class SuppressionBatchRemoval(BaseModel):
-    emails: list[str] | None = Field(None, description="Addresses (or give ids)")
-    ids: list[str] | None = Field(None, description="Suppression ids (or give emails)")
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["emails"]}, {"required": ["ids"]}]}
+    )
+
+    emails: list[Address] = Field(
+        default_factory=absent, min_length=1, max_length=1000, description="Addresses (or ids)"
+    )
+    ids: list[str] = Field(
+        default_factory=absent,
+        min_length=1,
+        max_length=1000,
+        description="Suppression ids (or emails)",
+    )
 
 
 class SuppressionsAdded(BaseModel):

@@ -2,35 +2,64 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posthaste.api.schemas.common import Name, Subject, absent
+from posthaste.core.templates import PATH_PATTERN
 
 Scalar = str | float | bool | None
+Alias = Annotated[
+    str,
+    Field(
+        pattern="^[a-z0-9_-]{1,64}$",
+        # A UUID is a template's id: an alias may not look like one.
+        json_schema_extra={"not": {"format": "uuid"}},
+        description="1-64 lowercase letters, digits, '-' and '_', unique per team; not a UUID",
+    ),
+]
 
 
 class TemplateVariableIn(BaseModel):
-    key: str = Field(description="Placeholder path, e.g. first_name or order.total")
+    key: str = Field(
+        pattern=f"^{PATH_PATTERN}$",
+        max_length=200,
+        description="Placeholder path, e.g. first_name or order.total",
+    )
     fallback_value: Scalar = Field(None, description="Used when a send gives no value; null: none")
-    type: str | None = Field(None, description="Resend's 'string' or 'number' (informative)")
+    type: Literal["string", "number"] | None = Field(None, description="Resend's (informative)")
 
 
 class CreateTemplateRequest(BaseModel):
-    name: str = Field(examples=["Welcome"])
-    alias: str | None = Field(
-        None, description="lowercase letters, digits, '-', '_'; at most 64; unique per team"
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["html"], "properties": {"html": {"type": "string"}}},
+                {"required": ["text"], "properties": {"text": {"type": "string"}}},
+            ]
+        }
     )
-    subject: str | None = Field(None, examples=["Welcome, {{ first_name }}"])
+
+    name: Name = Field(examples=["Welcome"])
+    alias: Alias | None = None
+    subject: Subject | None = Field(None, examples=["Welcome, {{ first_name }}"])
     html: str | None = Field(None, examples=["<p>Hi {{ first_name }}</p>"])
     text: str | None = None
-    variables: list[TemplateVariableIn] | None = None
+    variables: list[TemplateVariableIn] | None = Field(
+        None, max_length=100, description="At most 100, each key once"
+    )
 
 
 class UpdateTemplateRequest(BaseModel):
-    name: str | None = None
-    alias: str | None = None
-    subject: str | None = None
+    name: Name = Field(default_factory=absent)
+    alias: Alias | None = None
+    subject: Subject | None = None
     html: str | None = None
     text: str | None = None
-    variables: list[TemplateVariableIn] | None = None
+    variables: list[TemplateVariableIn] | None = Field(
+        None, max_length=100, description="At most 100, each key once"
+    )
 
 
 class TemplateRecord(BaseModel):

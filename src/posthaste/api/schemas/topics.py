@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from posthaste.api.schemas.common import Id, Name, absent
 
 
 class CreateTopicRequest(BaseModel):
-    name: str = Field(examples=["Product updates"])
-    description: str | None = None
-    default_subscription: str = Field(description="opt_in or opt_out (fixed once created)")
+    name: Name = Field(examples=["Product updates"])
+    description: str | None = Field(None, max_length=2000)
+    default_subscription: Literal["opt_in", "opt_out"] = Field(description="Fixed once created")
 
 
 class UpdateTopicRequest(BaseModel):
-    name: str | None = None
-    description: str | None = None
+    name: Name = Field(default_factory=absent)
+    description: str | None = Field(None, max_length=2000)
 
 
 class TopicRecord(BaseModel):
@@ -33,8 +37,8 @@ class TopicList(BaseModel):
 
 
 class ContactTopicChoice(BaseModel):
-    id: str = Field(description="A topic id")
-    subscription: str = Field(description="opt_in or opt_out")
+    id: Id = Field(description="A topic id")
+    subscription: Literal["opt_in", "opt_out"]
 
 
 class ContactTopicsRequest(BaseModel):

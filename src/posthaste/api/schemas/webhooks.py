@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from posthaste.api.schemas.common import absent
+from posthaste.core.netpolicy import MAX_ENDPOINT_LENGTH
+from posthaste.core.webhooks import EVENT_TYPES
+
+EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
+Endpoint = Annotated[
+    str,
+    Field(
+        max_length=MAX_ENDPOINT_LENGTH,
+        pattern=r"^\s*[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+([/?#]\S*)?\s*$",
+        json_schema_extra={"format": "uri"},
+        description="Absolute http or https URL; its host must resolve to public addresses",
+    ),
+]
+
+# enabled and Resend's status, given together, must say the same thing.
+STATUS_DISAGREES: dict[str, Any] = {
+    "anyOf": [
+        {
+            "required": ["enabled", "status"],
+            "properties": {"enabled": {"const": enabled}, "status": {"const": status}},
+        }
+        for enabled, status in ((True, "disabled"), (False, "enabled"))
+    ]
+}
 
 
 class CreateWebhookRequest(BaseModel):
-    endpoint: str = Field(description="Absolute http or https URL on a public address")
-    events: list[str] = Field(description="Non-empty subset of the event types")
+    model_config = ConfigDict(json_schema_extra={"not": STATUS_DISAGREES})
+
+    endpoint: Endpoint
+    events: list[EventType] = Field(min_length=1, description="Event types, at least one")
     enabled: bool = True
-    status: Literal["enabled", "disabled"] | None = Field(
-        default=None, description="Resend's form of enabled; if both are given they must agree"
+    status: Literal["enabled", "disabled"] = Field(
+        default_factory=absent,
+        description="Resend's form of enabled; if both are given they must agree",
     )
 
 
 class UpdateWebhookRequest(BaseModel):
-    endpoint: str | None = None
-    events: list[str] | None = None
-    enabled: bool | None = None
-    status: Literal["enabled", "disabled"] | None = Field(
-        default=None, description="Resend's form of enabled; if both are given they must agree"
+    model_config = ConfigDict(json_schema_extra={"not": STATUS_DISAGREES})
+
+    endpoint: Endpoint = Field(default_factory=absent)
+    events: list[EventType] = Field(default_factory=absent, min_length=1)
+    enabled: bool = Field(default_factory=absent)
+    status: Literal["enabled", "disabled"] = Field(
+        default_factory=absent,
+        description="Resend's form of enabled; if both are given they must agree",
     )
 
 
