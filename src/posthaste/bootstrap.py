@@ -181,6 +181,7 @@ def build_services(
     unsubscribe = UnsubscribeService(db, links)
     unsubscribe_pages = (links.url_of(""),)  # never tracked
     tracking = TrackingLinks(settings.secret_keys, settings.public_url, untracked=unsubscribe_pages)
+    destinations = DestinationQueries(db, settings.destinations)
     return Services(
         settings=settings,
         db=db,
@@ -205,7 +206,7 @@ def build_services(
             metrics=metrics,
         ),
         attempts=AttemptQueries(db),
-        destinations=DestinationQueries(db, settings.destinations),
+        destinations=destinations,
         templates=TemplateService(db, parsed_templates),
         domains=domains,
         webhooks=WebhookService(
@@ -257,7 +258,7 @@ def build_services(
         tracking=TrackingService(db, tracking),
         retention=RetentionService(db, settings.retention_days),
         metrics=metrics,
-        metrics_service=MetricsService(db, metrics),
+        metrics_service=MetricsService(db, metrics, destinations),
     )
 
 

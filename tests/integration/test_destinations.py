@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
 from posthaste.adapters.envelope import RecipientReply
@@ -177,6 +178,25 @@ async def test_a_throttling_receiver_is_obeyed_and_others_go_on(
         assert any(r["reply"].startswith("421 4.7.28") for r in google["recent"])
         assert listed["other.test"]["state"] == "active"
         assert listed["other.test"]["recent"] == []
+
+        # The same in /metrics: a receiver named by a policy always, any other once held back.
+        scraped = await http.get("/metrics")
+        assert scraped.status_code == 200, scraped.text
+        series = {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(scraped.text)
+            for sample in family.samples
+            if sample.name.startswith("posthaste_destination_")
+        }
+        google_rate = series[("posthaste_destination_rate", (("destination", "google.com"),))]
+        assert google_rate < 100.0
+        states = {
+            dict(labels)["state"]: value
+            for (name, labels), value in series.items()
+            if name == "posthaste_destination_state" and dict(labels)["destination"] == "google.com"
+        }
+        assert sum(states.values()) == 1 and set(states) == {"active", "throttled", "suspended"}
+        assert not any(dict(labels).get("destination") == "other.test" for _, labels in series)
 
 
 async def test_two_workers_share_one_rate(settings: Settings, zone: ZoneServer) -> None:

@@ -17,17 +17,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from posthaste.core.destinations import SHIPPED_POLICIES, DestinationState, DestinationView
 from posthaste.core.ids import now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.status import EmailStatus
 from posthaste.storage import metrics as repo
 from posthaste.storage.database import Database
+
+if TYPE_CHECKING:
+    from posthaste.services.destinations import DestinationQueries
 
 # prometheus_client reads this variable when it is imported (it picks the counters' storage).
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -133,17 +138,25 @@ class _Families(Collector):
 class MetricsService:
     """``GET /metrics``: the instruments of every process, and what the database knows now."""
 
-    def __init__(self, db: Database, metrics: Metrics) -> None:
+    def __init__(
+        self, db: Database, metrics: Metrics, destinations: DestinationQueries | None = None
+    ) -> None:
         self.db = db
         self.metrics = metrics
+        self.destinations = destinations
 
     async def scrape(self) -> bytes:
         now = now_ms()
         async with self.db.read() as tx:
             statuses = await repo.email_status_counts(tx)
             queues = await repo.queue_stats(tx, now)
+        families = list(_database_families(statuses, queues, now))
+        if self.destinations is not None:
+            named = {*SHIPPED_POLICIES, *self.destinations.policies.configured}
+            views = await self.destinations.list(recent=0)
+            families += _destination_families(views, named, now)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families(tuple(_database_families(statuses, queues, now))))
+        registry.register(_Families(tuple(families)))
         return self.metrics.exposition() + generate_latest(registry)
 
 
@@ -173,6 +186,38 @@ def _database_families(
         oldest.add_metric([kind], waited)
     yield depth
     yield oldest
+
+
+def _destination_families(views: list[DestinationView], named: set[str], now: int) -> list[Metric]:
+    """The throttle of direct-to-MX delivery (``GET /destinations``): each destination's rate
+    now, its state (one series per state, 1 for the current one) and the seconds left of its
+    suspension. Destinations at their policy's full rate are left out unless a policy names
+    them (``named``: Gmail, Microsoft, the configured ones): the receivers of a large list are
+    many, and a series per receiver that is not being held back says nothing."""
+    rate = GaugeMetricFamily(
+        "posthaste_destination_rate",
+        "Messages per second a destination may take now (direct-to-MX delivery).",
+        labels=["destination"],
+    )
+    state = GaugeMetricFamily(
+        "posthaste_destination_state",
+        "A destination's throttle state: 1 for its current one.",
+        labels=["destination", "state"],
+    )
+    suspended = GaugeMetricFamily(
+        "posthaste_destination_suspended_seconds",
+        "Seconds left of a destination's suspension after a slow-down reply (0: none).",
+        labels=["destination"],
+    )
+    for view in views:
+        if view.state == DestinationState.ACTIVE.value and view.name not in named:
+            continue
+        rate.add_metric([view.name], view.rate)
+        for each in DestinationState:
+            state.add_metric([view.name, each.value], float(each.value == view.state))
+        left = 0.0 if view.suspended_until is None else max(0, view.suspended_until - now) / 1000
+        suspended.add_metric([view.name], left)
+    return [rate, state, suspended]
 
 
 def _with_known(found: Iterable[str], known: list[str]) -> list[str]:
