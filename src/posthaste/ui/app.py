@@ -10,6 +10,7 @@ from posthaste.errors import NotFound
 from posthaste.ui.live import StreamTokens
 from posthaste.ui.routes import (
     broadcasts,
+    destinations,
     domains,
     emails,
     live,
@@ -35,7 +36,7 @@ def install_ui(app: FastAPI, services: Services) -> None:
     """The dashboard's routes under ``/ui`` (none of them in ``/openapi.json``)."""
     app.state.ui_sessions = SessionSealer(services.settings.secret_keys)
     app.state.ui_stream_tokens = StreamTokens(services.settings.secret_keys)
-    pages = (emails, domains, webhooks, suppressions, templates, broadcasts, received)
+    pages = (emails, domains, webhooks, suppressions, templates, broadcasts, received, destinations)
     for module in (session, static, live, *pages):
         app.include_router(module.router)
     app.include_router(unknown)  # last: any other /ui path is a page saying so
