@@ -258,10 +258,11 @@ def _process(
 
 @contextmanager
 def relay_server(
-    backend: server.Backend, processes: int = 1
+    backend: server.Backend, processes: int = 1, rate_limit: int = 0
 ) -> Iterator[tuple[tuple[int, ...], int, str, Path]]:
     """``posthaste serve --role smtp`` (``processes`` of them sharing the port, as one per core
-    runs): their pids, the STARTTLS port, a test key and the certificate."""
+    runs): their pids, the STARTTLS port, a test key and the certificate. ``rate_limit``: the
+    team's requests per second (0: none), to measure what checking it costs per message."""
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     port = server.free_port()
     env = {
@@ -280,7 +281,8 @@ def relay_server(
         for index in range(1, processes):  # the first made the certificate and the schema
             log = backend.workdir / f"relay-{index}.log"
             pids.append(stack.enter_context(_process(args, env, backend.workdir, port, log, True)))
-        server._cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", "0")
+        limit = str(rate_limit)
+        server._cli(env, backend.workdir, "teams", "create", "bench", "--rate-limit", limit)
         key = server._cli(
             env, backend.workdir, "keys", "create", "--team", "bench", "--mode", "test"
         )
@@ -311,9 +313,10 @@ def _measured(target: Target, cert: Path, args: argparse.Namespace) -> Figures:
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
     with (
         server.prepared(name, workdir / name) as backend,
-        relay_server(backend, args.relays) as (pids, port, key, cert),
+        relay_server(backend, args.relays, args.rate_limit) as (pids, port, key, cert),
     ):
         label = f"{name}: relay" + (f" ({args.relays} processes)" if args.relays > 1 else "")
+        label += f", rate limit {args.rate_limit}/s" if args.rate_limit else ""
         figures = [_measured(Target(label, port, "posthaste", key, pids), cert, args)]
         with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
             sink = Target(f"{name}: bare aiosmtpd sink", sink_port, "any", "any", (sink_pid,))
@@ -358,6 +361,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--relays", type=int, default=1, help="relay processes sharing the port")
+    parser.add_argument(
+        "--rate-limit", type=int, default=0, help="the team's rate limit (0: none), per second"
+    )
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument(

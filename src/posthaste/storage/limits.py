@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
@@ -10,29 +10,29 @@ from posthaste.storage.tables import daily_usage, rate_limits
 
 
 async def take_rate_token(
-    tx: Tx, team_id: str, now_us: int, interval_us: int, burst_us: int
+    tx: Tx, team_id: str, now_us: int, interval_us: int, burst_us: int, count: int = 1
 ) -> int:
-    """Consume one request from the team's bucket.
+    """Consume ``count`` requests from the team's bucket, all or none.
 
     Returns 0 when allowed, else the microseconds to wait. GCRA keeps one number per team: the
-    theoretical arrival time (TAT); a request is allowed when TAT - burst <= now.
+    theoretical arrival time (TAT); ``count`` requests are allowed when TAT + count intervals -
+    burst <= now, and move TAT that far on. One statement (an upsert whose update only happens
+    when allowed), so an allowed check costs one round trip and commits by itself: the refused
+    path alone reads the TAT again to say how long to wait.
     """
-    await tx.conn.execute(
-        insert_for(tx, rate_limits).values(team_id=team_id, tat=now_us).on_conflict_do_nothing()
-    )
-    tat: int = (
-        await tx.conn.execute(
-            select(rate_limits.c.tat).where(rate_limits.c.team_id == team_id).with_for_update()
-        )
-    ).scalar_one()
-    tat = max(tat, now_us)
-    wait = tat + interval_us - burst_us - now_us
-    if wait > 0:
-        return wait
-    await tx.conn.execute(
-        update(rate_limits).where(rate_limits.c.team_id == team_id).values(tat=tat + interval_us)
-    )
-    return 0
+    step = count * interval_us
+    current = case((rate_limits.c.tat > now_us, rate_limits.c.tat), else_=now_us)
+    upsert = insert_for(tx, rate_limits).values(team_id=team_id, tat=now_us + step)
+    take = upsert.on_conflict_do_update(
+        index_elements=[rate_limits.c.team_id],
+        set_={"tat": current + step},
+        where=current + step - burst_us <= now_us,
+    ).returning(rate_limits.c.tat)
+    if (await tx.conn.execute(take)).first() is not None:
+        return 0
+    query = select(rate_limits.c.tat).where(rate_limits.c.team_id == team_id)
+    tat = max(int((await tx.conn.execute(query)).scalar_one()), now_us)
+    return max(1, tat + step - burst_us - now_us)
 
 
 async def add_daily_usage(tx: Tx, team_id: str, day: int, count: int, quota: int) -> int | None:
