@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import email.policy
 import logging
+import re
 import smtplib
 import ssl
 from collections.abc import Iterator
@@ -172,3 +173,20 @@ async def test_the_lines_of_a_delivery_name_its_email(settings: Settings, logged
     [line] = [line for line in logged.lines if "could not be built" in line["message"]]
     assert line["email_id"] == bad and line["level"] == "error"
     assert not logged.where(email_id=good)  # nothing went wrong with it
+
+
+async def test_each_delivery_conversation_has_a_session_id_in_its_transcript(
+    settings: Settings,
+) -> None:
+    """The outbound SMTP conversation of each attempt is named like the servers' sessions: its
+    transcript's first note, and every line logged during it."""
+    async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
+        first, second = await m.send(), await m.send()
+        await m.deliver()
+        sessions = []
+        for email_id in (first, second):
+            [attempt] = (await m.get(f"/emails/{email_id}/attempts"))["data"]
+            note = attempt["transcript"][0]["note"]
+            assert re.fullmatch(r"session [0-9a-f]{32}", note), note
+            sessions.append(note)
+        assert sessions[0] != sessions[1]

@@ -21,6 +21,7 @@ import functools
 import re
 import ssl
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,6 +42,9 @@ class Transcript:
     def __init__(self) -> None:
         self._start = time.monotonic()
         self.lines: list[dict[str, Any]] = []
+        # The conversation's id: its first note, and in every log line logged during it.
+        self.session_id = uuid.uuid4().hex
+        self.note(f"session {self.session_id}")
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self._start) * 1000)

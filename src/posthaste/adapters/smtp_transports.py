@@ -30,6 +30,7 @@ from posthaste.adapters.smtp_client import (
 )
 from posthaste.config import DeliveryTarget
 from posthaste.core.ids import now_ms
+from posthaste.logs import SESSION_ID, logged_with
 
 
 async def send_through(
@@ -154,9 +155,10 @@ class SmarthostTransport:
         transcript, started = Transcript(), now_ms()
         dest = self.destination
         try:
-            replies = await send_through(
-                self.pool, self.options, dest, envelope, raw, transcript, final=False
-            )
+            with logged_with(SESSION_ID, transcript.session_id):
+                replies = await send_through(
+                    self.pool, self.options, dest, envelope, raw, transcript, final=False
+                )
         except SmtpUnavailable as exc:
             replies = _everyone(envelope.recipients, exc.code, exc.text, False)
         log = SessionLog(
@@ -217,8 +219,9 @@ class MxTransport:
         )
         host: str | None = None
         try:
-            destination, hosts = await self._route(domain, transcript)
-            replies, host = await self._paced(destination, hosts, part, raw, transcript)
+            with logged_with(SESSION_ID, transcript.session_id):
+                destination, hosts = await self._route(domain, transcript)
+                replies, host = await self._paced(destination, hosts, part, raw, transcript)
         except SmtpUnavailable as exc:
             replies = _everyone(recipients, exc.code, exc.text, True)
         log = SessionLog(
