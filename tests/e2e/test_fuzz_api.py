@@ -42,6 +42,14 @@ def test_schemathesis_finds_nothing_new(server: RunningServer, tmp_path: Path) -
         "run",
         f"{server.url}/openapi.json",
         "--checks=all",
+        # Not "created resource not found" (ST302): schemathesis also chains operations by the
+        # names of their parameters, and takes /audiences/{segment_id} (Resend's name for a
+        # segment) and /segments/{segment_id} for two resources: a segment made by POST
+        # /audiences and deleted by DELETE /segments/{segment_id} is then "missing"; and it
+        # reads GET /domains/{domain_id}/claim, which exists only once POST .../claim made it,
+        # as made by POST /domains. Both seen in CI runs, neither a defect; creates followed by
+        # reads are covered by test_team_isolation.py and each resource's own tests.
+        "--exclude-checks=ensure_resource_availability",
         "--header",
         f"Authorization: Bearer {server.live_key}",
         # Examples, generated requests per operation, then chains of calls along the document's
