@@ -1,4 +1,4 @@
-"""Migrations 0003, 0007, 0009 and 0010 build exactly the tables that ``storage/tables.py``
+"""Migrations 0003, 0007, 0009 and 0010 build exactly the tables that ``storage/tables``
 declares."""
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ for each event (webhook fan-out, the live stream's wake-up) happens in that same
 no event is ever lost between the change and its consequences.
 
 The stream reads events after a *position* that is safe against transactions committing out of
-order (see ``tables.py``): ``(txid, id)`` below the snapshot's xmin on PostgreSQL, ``rowid`` on
-SQLite (writers are serialised there, so rowid order is commit order).
+order (see ``tables/sending.py``): ``(txid, id)`` below the snapshot's xmin on PostgreSQL,
+``rowid`` on SQLite (writers are serialised there, so rowid order is commit order).
 """
 
 from __future__ import annotations
