@@ -240,7 +240,10 @@ def _api_server(services: Services) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         server_header=False,
-        proxy_headers=False,
+        # Behind trusted reverse proxies only: the client's address (tracking events, the
+        # metrics' loopback check) and scheme then come from their X-Forwarded-* headers.
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies) or None,
         # Open event streams never end by themselves: close them, rather than wait out the grace.
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS // 2,
     )

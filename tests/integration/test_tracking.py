@@ -368,3 +368,57 @@ async def test_the_tracking_links_are_public_in_the_openapi_document(
     assert pixel["security"] == [] and link["security"] == []
     assert "image/gif" in pixel["responses"]["200"]["content"]
     assert {"302", "404"} <= set(link["responses"])
+
+
+@asynccontextmanager
+async def http_server(services: Services) -> AsyncIterator[str]:
+    """The API as ``serve`` runs it (uvicorn, ``server._api_server``), on its own port."""
+    from posthaste.server import _api_server
+
+    server = _api_server(services)
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(600):  # up to a minute
+            if server.started or serving.done():
+                break
+            await asyncio.sleep(0.1)
+        assert server.started, "the API did not start"
+        yield f"http://127.0.0.1:{services.settings.http_port}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def opened_from(settings: Settings, forwarded: str) -> tuple[str, int]:
+    """The address an open recorded when the pixel was fetched over a real HTTP connection
+    from 127.0.0.1 with ``X-Forwarded-For: forwarded``, and what ``GET /metrics`` (loopback
+    peers only, without a token) answered the same way."""
+    port = _free_port()
+    async with world(dataclasses.replace(settings, http_host="127.0.0.1", http_port=port)) as w:
+        await w.domain(open_tracking=True)
+        email_id = await w.send(html="<p>Hi</p>")
+        await w.deliver()
+        [pixel] = PIXEL_SRC.findall(html_of(w.delivered(email_id)))
+        headers = {"X-Forwarded-For": forwarded}
+        async with http_server(w.services) as url, httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get(path_of(pixel), headers=headers)).status_code == 200
+            metrics = (await http.get("/metrics", headers=headers)).status_code
+        [opened] = await w.events(email_id, "email.opened")
+        return str(opened["data"]["open"]["ip_address"]), metrics
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_x_forwarded_for_is_believed_only_from_trusted_proxies(settings: Settings) -> None:
+    # By default the connection's own address counts, whatever the client claims.
+    assert await opened_from(settings, "203.0.113.7") == ("127.0.0.1", 200)
+    # Behind a trusted proxy: the address the proxy saw (the rightmost untrusted entry, so a
+    # client cannot put its own claim in front), and /metrics no longer counts it as loopback.
+    trusted = dataclasses.replace(settings, trusted_proxies=("127.0.0.1",))
+    assert await opened_from(trusted, "198.51.100.9, 203.0.113.7") == ("203.0.113.7", 403)

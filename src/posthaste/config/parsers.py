@@ -257,6 +257,23 @@ def parse_regions(text: str) -> tuple[str, ...]:
     return names
 
 
+def parse_trusted_proxies(text: str) -> tuple[str, ...]:
+    """Comma-separated addresses and networks (``10.0.0.0/8``) of the reverse proxies whose
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` the API believes. ``*`` is refused: trusting
+    every peer would let any client choose the address recorded for it."""
+    found = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            expected = "expected IP addresses or networks such as 127.0.0.1,10.0.0.0/8"
+            raise ValueError(f"{expected}, got {entry!r}") from None
+        found.append(str(network.network_address) if "/" not in entry else str(network))
+    return tuple(found)
+
+
 def parse_nameservers(text: str) -> tuple[tuple[str, int], ...]:
     """Comma-separated DNS servers as (IP, port) pairs."""
     return tuple(_parse_nameserver(entry.strip()) for entry in text.split(",") if entry.strip())

@@ -45,6 +45,7 @@ from posthaste.config.parsers import (
     parse_secret_keys,
     parse_size,
     parse_smtp_url,
+    parse_trusted_proxies,
     redact,
 )
 from posthaste.config.sources import (
@@ -146,6 +147,8 @@ class Settings:
     log_level: str = "info"
     # GET /metrics: with a token, any peer presenting it; without, loopback peers only.
     metrics_token: str = field(default="", repr=False)
+    # The reverse proxies whose X-Forwarded-For/-Proto the API believes (none by default).
+    trusted_proxies: tuple[str, ...] = ()
     # ``[destinations.<name>]`` tables of the TOML file over the shipped policies.
     destinations: Policies = field(default=NO_OVERRIDES, hash=False)
 
@@ -283,6 +286,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         ),
         log_level=get("log_level", parse_log_level, base.log_level),
         metrics_token=get("metrics_token", parse_metrics_token, base.metrics_token),
+        trusted_proxies=get("trusted_proxies", parse_trusted_proxies, base.trusted_proxies),
         destinations=_destination_policies(destination_tables),
     )
 
