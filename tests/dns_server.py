@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from dnslib import AAAA, MX, QTYPE, RCODE, RR, TXT, A, DNSRecord
+from dnslib import AAAA, CNAME, MX, QTYPE, RCODE, RR, TXT, A, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSServer
 
 RecordValue = str | list[str] | tuple[int, str]
@@ -41,6 +41,8 @@ def _rdata(rtype: str, value: RecordValue) -> Any:
         return A(str(value))
     if rtype == "AAAA":
         return AAAA(str(value))
+    if rtype == "CNAME":
+        return CNAME(str(value))
     raise ValueError(f"unsupported record type {rtype}")
 
 

@@ -6,6 +6,7 @@ by dkimpy, and the events read back through the API and a real webhook receiver.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import email
 import email.policy
@@ -31,6 +32,7 @@ from posthaste.smtp.relay import Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
+from tests.dns_server import running_zone
 from tests.openapi_check import checked_client
 from tests.senders import AnySender
 from tests.smtp_sink import Received, Sink, running_sink
@@ -422,3 +424,62 @@ async def test_x_forwarded_for_is_believed_only_from_trusted_proxies(settings: S
     # client cannot put its own claim in front), and /metrics no longer counts it as loopback.
     trusted = dataclasses.replace(settings, trusted_proxies=("127.0.0.1",))
     assert await opened_from(trusted, "198.51.100.9, 203.0.113.7") == ("203.0.113.7", 403)
+
+
+async def test_a_domain_tracks_on_its_own_subdomain_once_its_cname_is_verified(
+    settings: Settings,
+) -> None:
+    html = '<p><a href="https://a.example.com/">a</a></p>'
+    with contextlib.contextmanager(running_zone)() as zone:
+        configured = dataclasses.replace(settings, dns_nameservers=zone.nameservers)
+        async with world(configured) as w:
+
+            async def sent_links() -> tuple[str, str]:
+                email_id = await w.send(html=html)
+                await w.deliver()
+                delivered = html_of(w.delivered(email_id))
+                return HREF.findall(delivered)[0], PIXEL_SRC.findall(delivered)[0]
+
+            body = {
+                "name": "acme.test",
+                "open_tracking": True,
+                "click_tracking": True,
+                "tracking_subdomain": "Links",
+            }
+            domain = await w.call("POST", "/domains", 201, json=body)
+            assert domain["tracking_subdomain"] == "links"
+            [cname] = [r for r in domain["records"] if r["record"] == "Tracking"]
+            assert (cname["type"], cname["name"], cname["value"], cname["status"]) == (
+                "CNAME",
+                "links.acme.test",
+                "track.example.com",  # the host of POSTHASTE_PUBLIC_URL
+                "not_started",
+            )
+            # Until the CNAME is verified, links stay on the public URL.
+            link, pixel = await sent_links()
+            assert link.startswith("https://track.example.com/t/c/")
+            assert pixel.startswith("https://track.example.com/t/o/")
+
+            zone.add("links.acme.test", "CNAME", "track.example.com")
+            checked = await w.call("POST", f"/domains/{domain['id']}/verify")
+            [cname] = [r for r in checked["records"] if r["record"] == "Tracking"]
+            assert cname["status"] == "verified"
+            link, pixel = await sent_links()
+            assert link.startswith("https://links.acme.test/t/c/")
+            assert pixel.startswith("https://links.acme.test/t/o/")
+            clicked = await w.client.get(urlsplit(link).path)  # any host serves the tokens
+            assert clicked.status_code == 302
+            assert clicked.headers["location"] == "https://a.example.com/"
+
+            # Another subdomain starts unverified; null removes it: the public URL again.
+            moved = await w.call(
+                "PATCH", f"/domains/{domain['id']}", json={"tracking_subdomain": "go"}
+            )
+            [cname] = [r for r in moved["records"] if r["record"] == "Tracking"]
+            assert (cname["name"], cname["status"]) == ("go.acme.test", "not_started")
+            assert (await sent_links())[0].startswith("https://track.example.com/t/c/")
+            removed = await w.call(
+                "PATCH", f"/domains/{domain['id']}", json={"tracking_subdomain": None}
+            )
+            assert removed["tracking_subdomain"] is None
+            assert all(r["record"] != "Tracking" for r in removed["records"])

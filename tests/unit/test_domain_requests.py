@@ -18,7 +18,7 @@ from posthaste.errors import ValidationError
 REGIONS = ("us-east-1", "eu-west-1")
 NOTHING = (
     "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
-    "capabilities) to change."
+    "capabilities), tracking_subdomain to change."
 )
 BAD_TLS = "'tls' must be one of: opportunistic, enforced."
 BAD_REGION = "'region' must be one of: us-east-1, eu-west-1 (see GET /domains/regions)."
@@ -123,3 +123,27 @@ def test_bad_capabilities_are_refused(capabilities: object, message: str) -> Non
     assert refused.value.message == message
     with pytest.raises(ValidationError, match="disagree"):
         parse_domain_changes({"receiving": False, "capabilities": {"receiving": "enabled"}})
+
+
+def test_a_tracking_subdomain_is_one_label_and_null_removes_it() -> None:
+    new = parse_new_domain({"name": "acme.test", "tracking_subdomain": "Links"}, REGIONS)
+    assert new.settings.tracking_subdomain == "links"
+    current = DomainSettings(tracking_subdomain="links")
+    assert parse_domain_changes({"tracking_subdomain": "go-1"}).applied_to(current) == (
+        DomainSettings(tracking_subdomain="go-1")
+    )
+    assert parse_domain_changes({"tracking_subdomain": None}).applied_to(current) == (
+        DomainSettings()
+    )
+    assert parse_domain_changes({"tls": "enforced"}).applied_to(current).tracking_subdomain == (
+        "links"
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["", "a.b", "-go", "go-", "x" * 64, "li nks", "links\n", "caf\u00e9", 7, ["go"]]
+)
+def test_a_bad_tracking_subdomain_is_refused(value: object) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse_domain_changes({"tracking_subdomain": value})
+    assert "'tracking_subdomain' must be" in refused.value.message

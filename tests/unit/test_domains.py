@@ -21,7 +21,10 @@ from posthaste.core.domains import (
     parse_domain_name,
     records_for,
     split_txt,
+    tracking_host,
+    tracking_subdomain,
     with_receiving,
+    with_tracking,
 )
 from posthaste.errors import ValidationError
 
@@ -248,3 +251,26 @@ def test_any_text_is_a_valid_name_or_a_validation_error(text: str) -> None:
         return
     assert name == name.lower() and name.isascii() and 3 <= len(name) <= 253
     assert parse_domain_name(name) == name
+
+
+def test_a_tracking_subdomain_is_a_cname_used_only_once_verified() -> None:
+    domain = _domain()
+    assert tracking_subdomain(domain) is None and tracking_host(domain) is None
+    records = with_tracking(domain, "links", "ph.example.net")
+    [cname] = [r for r in records if r.record == "Tracking"]
+    assert (cname.type, cname.name, cname.value, cname.zone_value) == (
+        "CNAME",
+        "links.acme.test",
+        "ph.example.net",
+        "ph.example.net.",
+    )
+    assert not cname.required  # sending does not wait for it
+    tracked = replace(domain, records=records)
+    assert tracking_subdomain(tracked) == "links" and tracking_host(tracked) is None
+    lookups = {**_published(domain), ("links.acme.test", "CNAME"): ["PH.example.net."]}
+    checked = apply_check(tracked, lookups, T0)
+    assert checked.status is RecordStatus.VERIFIED
+    assert tracking_host(replace(tracked, records=checked.records)) == "links.acme.test"
+    wrong = apply_check(tracked, {**lookups, ("links.acme.test", "CNAME"): ["elsewhere.test"]}, T0)
+    assert tracking_host(replace(tracked, records=wrong.records)) is None
+    assert with_tracking(tracked, None, "ph.example.net") == domain.records

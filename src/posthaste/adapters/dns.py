@@ -82,6 +82,14 @@ class Resolver:
             return []
         return [b"".join(rdata.strings).decode("utf-8", "replace") for rdata in answer]
 
+    async def cname(self, name: str) -> list[str]:
+        """The target of the CNAME at ``name``, lower-cased, without the final dot; ``[]`` when
+        there is none."""
+        answer = await self._answer(name, "CNAME")
+        if answer is None:
+            return []
+        return [rdata.target.to_text(omit_final_dot=True).lower() for rdata in answer]
+
     async def mx(self, name: str) -> list[MxHost] | None:
         """MX records in preference order; ``[]`` when there are none, None for NXDOMAIN."""
         try:

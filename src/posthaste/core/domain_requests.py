@@ -6,6 +6,7 @@ are configuration, handed in by the caller.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -13,7 +14,11 @@ from posthaste.core.domains import TLS_MODES, DomainSettings, parse_domain_name
 from posthaste.core.text import json_type
 from posthaste.errors import ValidationError
 
-SETTING_FIELDS = frozenset({"open_tracking", "click_tracking", "tls", "receiving", "capabilities"})
+SETTING_FIELDS = frozenset(
+    {"open_tracking", "click_tracking", "tls", "receiving", "capabilities", "tracking_subdomain"}
+)
+REMOVED = ""  # DomainChanges.tracking_subdomain: null was given, the subdomain goes
+_SUBDOMAIN = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")  # one DNS label (fullmatch)
 CAPABILITY_STATES = {"enabled": True, "disabled": False}
 
 
@@ -34,14 +39,19 @@ class DomainChanges:
     click_tracking: bool | None = None
     tls: str | None = None
     receiving: bool | None = None
+    tracking_subdomain: str | None = None  # REMOVED ("") when null was given
 
     def applied_to(self, current: DomainSettings) -> DomainSettings:
         """``current`` with the settings given here."""
+        subdomain = current.tracking_subdomain
+        if self.tracking_subdomain is not None:
+            subdomain = self.tracking_subdomain or None
         return DomainSettings(
             current.open_tracking if self.open_tracking is None else self.open_tracking,
             current.click_tracking if self.click_tracking is None else self.click_tracking,
             current.tls if self.tls is None else self.tls,
             current.receiving if self.receiving is None else self.receiving,
+            subdomain,
         )
 
 
@@ -57,7 +67,7 @@ def parse_domain_changes(fields: Mapping[str, object]) -> DomainChanges:
     if not fields.keys() & SETTING_FIELDS:
         raise ValidationError(
             "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
-            "capabilities) to change."
+            "capabilities), tracking_subdomain to change."
         )
     return _given_settings(fields)
 
@@ -88,7 +98,26 @@ def _given_settings(fields: Mapping[str, object]) -> DomainChanges:
         receiving = from_capabilities
     elif from_capabilities is not None and from_capabilities != receiving:
         raise ValidationError("'receiving' and 'capabilities.receiving' disagree; give one.")
-    return DomainChanges(open_tracking, click_tracking, _tls(fields), receiving)
+    return DomainChanges(
+        open_tracking, click_tracking, _tls(fields), receiving, _tracking_subdomain(fields)
+    )
+
+
+def _tracking_subdomain(fields: Mapping[str, object]) -> str | None:
+    """One DNS label (``links``), lower-cased; null removes it (REMOVED); absent: None."""
+    if "tracking_subdomain" not in fields:
+        return None
+    value = fields["tracking_subdomain"]
+    if value is None:
+        return REMOVED
+    if not isinstance(value, str) or not _SUBDOMAIN.fullmatch(value.lower()):
+        raise ValidationError(
+            "'tracking_subdomain' must be one DNS label such as 'links' (letters, digits and "
+            f"hyphens, at most 63, not starting or ending with a hyphen) or null, got {value!r}."
+            if isinstance(value, str)
+            else f"'tracking_subdomain' must be a string or null, got {json_type(value)}."
+        )
+    return value.lower()
 
 
 def _receiving_capability(fields: Mapping[str, object]) -> bool | None:

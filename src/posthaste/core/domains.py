@@ -52,7 +52,7 @@ class RecordStatus(StrEnum):
 
 @dataclass(frozen=True)
 class DnsRecord:
-    """One record to publish: ``record`` is its role (DKIM, SPF, DMARC, Receiving)."""
+    """One record to publish: ``record`` is its role (DKIM, SPF, DMARC, Receiving, Tracking)."""
 
     record: str
     type: str
@@ -76,6 +76,8 @@ class DnsRecord:
         """The record data as a zone file writes it (long TXT split in quoted strings)."""
         if self.type == "MX":
             return f"{self.priority} {self.value}."
+        if self.type == "CNAME":
+            return f"{self.value}."
         return " ".join(f'"{_zone_escape(part)}"' for part in split_txt(self.value))
 
     def as_dict(self) -> dict[str, Any]:
@@ -143,6 +145,7 @@ class DomainSettings:
     click_tracking: bool = False
     tls: str = "opportunistic"
     receiving: bool = False
+    tracking_subdomain: str | None = None  # links and pixels on <sub>.<domain> once verified
 
 
 def parse_domain_name(value: object) -> str:
@@ -248,6 +251,37 @@ def with_receiving(domain: Domain, receiving: bool, mx_host: str) -> tuple[DnsRe
     return (*kept, receiving_record(domain.name, mx_host)) if receiving else kept
 
 
+def tracking_record(name: str, subdomain: str, target: str) -> DnsRecord:
+    """The CNAME that puts a domain's tracking links on ``<subdomain>.<name>``: it points at
+    ``target``, the host of the service's public URL."""
+    return DnsRecord("Tracking", "CNAME", f"{subdomain}.{name}", target)
+
+
+def with_tracking(domain: Domain, subdomain: str | None, target: str) -> tuple[DnsRecord, ...]:
+    """The record set after setting (or, with None, removing) the tracking subdomain."""
+    kept = tuple(r for r in domain.records if r.record != "Tracking")
+    if subdomain is None:
+        return kept
+    return (*kept, tracking_record(domain.name, subdomain, target))
+
+
+def tracking_subdomain(domain: Domain) -> str | None:
+    """The tracking subdomain the domain asked for (its CNAME verified or not)."""
+    for record in domain.records:
+        if record.record == "Tracking":
+            return record.name.removesuffix("." + domain.name)
+    return None
+
+
+def tracking_host(domain: Domain) -> str | None:
+    """The host the domain's tracking links use: its tracking subdomain once the CNAME is
+    verified, else None (the service's public URL)."""
+    for record in domain.records:
+        if record.record == "Tracking" and record.status is RecordStatus.VERIFIED:
+            return record.name
+    return None
+
+
 def split_txt(value: str) -> list[str]:
     """A TXT value as DNS stores it: character-strings of at most 255 bytes."""
     data = value.encode()
@@ -268,7 +302,7 @@ def record_matches(record: DnsRecord, found: Sequence[str]) -> bool:
     """
     if record.record == "DMARC":
         return any(item.replace(" ", "").lower().startswith("v=dmarc1") for item in found)
-    if record.type == "MX":
+    if record.type in ("MX", "CNAME"):
         return record.value.lower().rstrip(".") in {item.lower().rstrip(".") for item in found}
     return record.value in found
 
@@ -353,4 +387,10 @@ def next_check_in(result: CheckResult, now: int) -> int | None:
 
 
 def settings_of(domain: Domain) -> DomainSettings:
-    return DomainSettings(domain.open_tracking, domain.click_tracking, domain.tls, domain.receiving)
+    return DomainSettings(
+        domain.open_tracking,
+        domain.click_tracking,
+        domain.tls,
+        domain.receiving,
+        tracking_subdomain(domain),
+    )

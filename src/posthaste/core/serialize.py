@@ -12,7 +12,7 @@ from posthaste.core.contact_imports import ContactImport
 from posthaste.core.contacts import Contact
 from posthaste.core.delivery import DeliveryAttempt
 from posthaste.core.destinations import DestinationView
-from posthaste.core.domains import Domain
+from posthaste.core.domains import Domain, tracking_subdomain
 from posthaste.core.event_definitions import EventDefinition
 from posthaste.core.ids import format_ms
 from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
@@ -239,6 +239,7 @@ def domain_record(domain: Domain) -> dict[str, Any]:
         "click_tracking": domain.click_tracking,
         "tls": domain.tls,
         "receiving": domain.receiving,
+        "tracking_subdomain": tracking_subdomain(domain),
         "capabilities": {
             "sending": "enabled",
             "receiving": "enabled" if domain.receiving else "disabled",

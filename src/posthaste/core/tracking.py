@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from urllib.parse import urlsplit
 
 from posthaste.core.crypto import Keys, TokenSigner
 from posthaste.core.html_links import rewrite_links
@@ -47,6 +48,7 @@ class TrackingOptions:
 
     opens: bool = False
     clicks: bool = False
+    host: str | None = None  # the domain's verified tracking subdomain, else the public URL's
 
     @property
     def on(self) -> bool:
@@ -70,19 +72,22 @@ class TrackingLinks:
 
     def __init__(self, secret_key: Keys, public_url: str, untracked: Sequence[str] = ()) -> None:
         """``untracked``: URL prefixes never rewritten (the unsubscribe pages)."""
-        base = public_url.rstrip("/")
+        self._base = public_url.rstrip("/")
+        self._scheme = urlsplit(self._base).scheme or "https"
         self._opens = TokenSigner(secret_key, OPEN_PURPOSE)
         self._clicks = TokenSigner(secret_key, CLICK_PURPOSE)
-        self._open_base = base + OPEN_PATH
-        self._click_base = base + CLICK_PATH
-        self._untracked = (*untracked, self._open_base, self._click_base)
+        self._untracked = (*untracked, self._base + OPEN_PATH, self._base + CLICK_PATH)
 
-    def open_url(self, team_id: str, email_id: str) -> str:
-        return self._open_base + self._opens.sign(_ids(team_id, email_id))
+    def _base_for(self, host: str | None) -> str:
+        """The public URL, or the same scheme on a domain's own tracking host."""
+        return self._base if host is None else f"{self._scheme}://{host}"
 
-    def click_url(self, team_id: str, email_id: str, url: str) -> str:
+    def open_url(self, team_id: str, email_id: str, host: str | None = None) -> str:
+        return self._base_for(host) + OPEN_PATH + self._opens.sign(_ids(team_id, email_id))
+
+    def click_url(self, team_id: str, email_id: str, url: str, host: str | None = None) -> str:
         payload = _ids(team_id, email_id) + url.encode("utf-8")
-        return self._click_base + self._clicks.sign(payload)
+        return self._base_for(host) + CLICK_PATH + self._clicks.sign(payload)
 
     def read_open(self, token: str) -> TrackedEmail | None:
         """The email of a genuine pixel token, else None (never raises on junk)."""
@@ -125,16 +130,19 @@ class TrackingLinks:
     ) -> str:
         pixel = None
         if options.opens:
-            url = self.open_url(team_id, email_id)
+            url = self.open_url(team_id, email_id, options.host)
             if url not in text:
                 pixel = _PIXEL.format(url=url)
-        link = partial(self._click_link, team_id, email_id) if options.clicks else None
+        link = (
+            partial(self._click_link, team_id, email_id, options.host) if options.clicks else None
+        )
         return rewrite_links(text, link, pixel=pixel, charset=charset)
 
-    def _click_link(self, team_id: str, email_id: str, url: str) -> str | None:
-        if not is_trackable(url) or url.startswith(self._untracked):
+    def _click_link(self, team_id: str, email_id: str, host: str | None, url: str) -> str | None:
+        base = self._base_for(host)
+        if not is_trackable(url) or url.startswith((*self._untracked, base + CLICK_PATH)):
             return None
-        return self.click_url(team_id, email_id, url)
+        return self.click_url(team_id, email_id, url, host)
 
 
 def is_trackable(url: str) -> bool:

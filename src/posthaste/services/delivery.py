@@ -39,6 +39,7 @@ from posthaste.core.addresses import parse_address
 from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
 from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
+from posthaste.core.domains import tracking_host
 from posthaste.core.events import EventType
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import OutgoingMessage, build_message
@@ -159,7 +160,9 @@ class DomainTrackingRules:
         found = await self.domains.sending_domain(team_id, domain)
         if found is None:
             return UNTRACKED
-        return TrackingOptions(bool(found.open_tracking), bool(found.click_tracking))
+        return TrackingOptions(
+            bool(found.open_tracking), bool(found.click_tracking), tracking_host(found)
+        )
 
 
 class NoTrackingRules:

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from posthaste.adapters.dkim_keys import KeyProviders
 from posthaste.adapters.dns import DnsTemporaryFailure, Resolver
@@ -104,6 +105,11 @@ class DomainService:
             spf_include=self.settings.spf_include_for(new.region),
             receiving=options.receiving,
         )
+        if options.tracking_subdomain is not None:
+            tracking = rules.tracking_record(
+                new.name, options.tracking_subdomain, self._tracking_target()
+            )
+            records = (*records, tracking)
         domain = Domain(
             id=new_id(),
             team_id=team_id,
@@ -143,7 +149,8 @@ class DomainService:
             return await _get(tx, principal.team_id, domain_id)
 
     async def update(self, principal: Principal, domain_id: str, changes: DomainChanges) -> Domain:
-        """Change tracking, TLS and receiving; turning receiving on adds its MX record."""
+        """Change tracking, TLS and receiving; turning receiving on adds its MX record, a
+        tracking subdomain its CNAME (``not_started`` until the next verify)."""
         async with self.db.transaction() as tx:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             options = changes.applied_to(rules.settings_of(domain))
@@ -158,11 +165,22 @@ class DomainService:
                 if options.receiving != domain.receiving
                 else domain.records,
             )
+            if options.tracking_subdomain != rules.tracking_subdomain(domain):
+                changed = replace(
+                    changed,
+                    records=rules.with_tracking(
+                        changed, options.tracking_subdomain, self._tracking_target()
+                    ),
+                )
             if changed != domain:
                 await repo.update_domain(tx, changed)
                 tx.notify(DOMAINS_CHANNEL)
                 await _record(tx, changed, EventType.DOMAIN_UPDATED, self.clock())
         return changed
+
+    def _tracking_target(self) -> str:
+        """Where a tracking subdomain's CNAME points: the host of the public URL."""
+        return urlsplit(self.settings.public_url).hostname or ""
 
     async def delete(self, principal: Principal, domain_id: str) -> None:
         async with self.db.transaction() as tx:
@@ -205,6 +223,8 @@ class DomainService:
             if rtype == "MX":
                 hosts = await self.resolver.mx(name)
                 return [host.host for host in hosts or []]
+            if rtype == "CNAME":
+                return await self.resolver.cname(name)
             return await self.resolver.txt(name)
         except DnsTemporaryFailure:
             return None

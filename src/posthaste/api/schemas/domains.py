@@ -45,6 +45,12 @@ class CreateDomainRequest(BaseModel):
     click_tracking: bool = False
     tls: Literal["opportunistic", "enforced"] = "opportunistic"
     receiving: bool = Field(False, description="Also publish an MX to receive mail")
+    tracking_subdomain: str | None = Field(
+        default_factory=absent,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$",
+        description="Serve this domain's tracking links from <tracking_subdomain>.<name> (one "
+        "DNS label, e.g. links) once its CNAME record is verified; null removes it",
+    )
     capabilities: Capabilities = Field(
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
@@ -56,7 +62,14 @@ class UpdateDomainRequest(BaseModel):
         json_schema_extra={
             "anyOf": [
                 {"required": [name]}
-                for name in ("open_tracking", "click_tracking", "tls", "receiving", "capabilities")
+                for name in (
+                    "open_tracking",
+                    "click_tracking",
+                    "tls",
+                    "receiving",
+                    "capabilities",
+                    "tracking_subdomain",
+                )
             ],
             "not": RECEIVING_DISAGREES,
         }
@@ -66,6 +79,12 @@ class UpdateDomainRequest(BaseModel):
     click_tracking: bool = Field(default_factory=absent)
     tls: Literal["opportunistic", "enforced"] = Field(default_factory=absent)
     receiving: bool = Field(default_factory=absent)
+    tracking_subdomain: str | None = Field(
+        default_factory=absent,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$",
+        description="Serve this domain's tracking links from <tracking_subdomain>.<name> (one "
+        "DNS label, e.g. links) once its CNAME record is verified; null removes it",
+    )
     capabilities: Capabilities = Field(
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
@@ -73,8 +92,8 @@ class UpdateDomainRequest(BaseModel):
 
 
 class DomainDnsRecord(BaseModel):
-    record: str = Field(description="DKIM, SPF, DMARC or Receiving")
-    type: str = Field(description="TXT or MX")
+    record: str = Field(description="DKIM, SPF, DMARC, Receiving or Tracking")
+    type: str = Field(description="TXT, MX or CNAME")
     name: str = Field(description="The full DNS name")
     value: str = Field(description="The whole value, as a DNS console wants it")
     zone_value: str = Field(
@@ -97,6 +116,10 @@ class DomainRecord(BaseModel):
     click_tracking: bool
     tls: str
     receiving: bool
+    tracking_subdomain: str | None = Field(
+        description="The subdomain tracking links use once its CNAME (record Tracking) is "
+        "verified; null: the service's public URL"
+    )
     capabilities: Capabilities = Field(description="Resend's view of receiving")
     claimed: bool = Field(description="This team holds the confirmed claim on the name")
     last_checked_at: str | None
