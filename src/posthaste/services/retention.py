@@ -12,13 +12,15 @@ finishes:
 ``<mark>`` is the id up to which every email was seen purged: the next run walks on from there,
 so a run costs what arrived since the last one, not the whole history. An email that was not
 final yet holds the mark back, to be purged by a later run. Each batch is its own short
-transaction (a few hundred rows), and the loop yields between batches: sends go on beside it.
+transaction (a few hundred rows), and the loop rests between batches as long as the batch took:
+sends go on beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +39,10 @@ DAY_MS = 86_400_000
 INTERVAL_MS = 3_600_000  # a finished run is due again an hour later
 PROGRESS_EVERY = 20  # batches between two notes of the mark in the job (a crash resumes there)
 AREAS = ("sent", "received")
+# After each batch the purge rests this many times as long as the batch took: it uses at most
+# half of one connection's time and of a core, however much there is to purge, and sending keeps
+# the rest (bench/purge.py).
+REST = 1.0
 # Content that delivery still needs: kept whatever its age.
 UNFINISHED = frozenset({EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING})
 
@@ -58,11 +64,13 @@ class RetentionService:
         *,
         batch: int = 500,
         clock: Callable[[], int] = now_ms,
+        rest: float = REST,
     ) -> None:
         self.db = db
         self.retention_ms = retention_days * DAY_MS
         self.batch = batch
         self.clock = clock
+        self.rest = rest
 
     async def ensure_scheduled(self) -> None:
         """Enqueue the purge jobs that do not exist yet (at start-up, once per deployment)."""
@@ -103,6 +111,7 @@ class RetentionService:
         below, after, clean = self.cutoff(), mark, True
         batches = 0
         while True:
+            started = time.monotonic()
             async with self.db.read() as tx:
                 page = await repo.sent_page(tx, after, below, self.batch)
             if not page:
@@ -122,12 +131,13 @@ class RetentionService:
                     mark = row.id
             after = page[-1].id
             batches += 1
-            await self._progress(job, f"sent:{mark}", batches)
+            await self._progress(job, f"sent:{mark}", batches, started)
 
     async def purge_received(self, job: Job | None, mark: str, report: PurgeReport) -> str:
         below, after = self.cutoff(), mark
         batches = 0
         while True:
+            started = time.monotonic()
             async with self.db.read() as tx:
                 page = await repo.received_page(tx, after, below, self.batch)
             if not page:
@@ -139,7 +149,7 @@ class RetentionService:
             report.emails += len(page)
             mark = after = page[-1].id
             batches += 1
-            await self._progress(job, f"received:{mark}", batches)
+            await self._progress(job, f"received:{mark}", batches, started)
 
     async def purge_logs(self, report: PurgeReport) -> None:
         """Events, delivery attempts, webhook deliveries and webhook attempts below the cut-off.
@@ -160,16 +170,22 @@ class RetentionService:
         self, name: str, report: PurgeReport, step: Callable[[Tx], Awaitable[int]]
     ) -> None:
         while True:
+            started = time.monotonic()
             async with self.db.transaction() as tx:
                 deleted = await step(tx)
             if deleted:
                 report.rows[name] = report.rows.get(name, 0) + deleted
             if deleted < self.batch:
                 return
-            await asyncio.sleep(0)  # let the send path in between batches
+            await self._rest(started)
 
-    async def _progress(self, job: Job | None, ref: str, batches: int) -> None:
+    async def _progress(self, job: Job | None, ref: str, batches: int, started: float) -> None:
         if job is not None and batches % PROGRESS_EVERY == 0:
             async with self.db.transaction() as tx:
                 await jobs_repo.note(tx, job, ref)
-        await asyncio.sleep(0)
+        await self._rest(started)
+
+    async def _rest(self, started: float) -> None:
+        """Between two batches: the send path goes first (a pause of ``rest`` times the
+        batch's own duration)."""
+        await asyncio.sleep((time.monotonic() - started) * self.rest)
