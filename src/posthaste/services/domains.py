@@ -27,6 +27,7 @@ from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, Job, Principal
+from posthaste.core.pools import check_pool
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.storage import domains as repo
@@ -143,7 +144,9 @@ class DomainService:
             return await _get(tx, principal.team_id, domain_id)
 
     async def update(self, principal: Principal, domain_id: str, changes: DomainChanges) -> Domain:
-        """Change tracking, TLS and receiving; turning receiving on adds its MX record."""
+        """Change tracking, TLS, receiving and the IP pool; turning receiving on adds its MX
+        record."""
+        check_pool(changes.pool, self.settings.pools)
         async with self.db.transaction() as tx:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             options = changes.applied_to(rules.settings_of(domain))
@@ -157,6 +160,7 @@ class DomainService:
                 records=rules.with_receiving(domain, options.receiving, mx_host)
                 if options.receiving != domain.receiving
                 else domain.records,
+                pool=domain.pool if changes.pool is None else changes.pool.name,
             )
             if changed != domain:
                 await repo.update_domain(tx, changed)

@@ -56,7 +56,14 @@ class UpdateDomainRequest(BaseModel):
         json_schema_extra={
             "anyOf": [
                 {"required": [name]}
-                for name in ("open_tracking", "click_tracking", "tls", "receiving", "capabilities")
+                for name in (
+                    "open_tracking",
+                    "click_tracking",
+                    "tls",
+                    "receiving",
+                    "capabilities",
+                    "pool",
+                )
             ],
             "not": RECEIVING_DISAGREES,
         }
@@ -69,6 +76,11 @@ class UpdateDomainRequest(BaseModel):
     capabilities: Capabilities = Field(
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
+    )
+    pool: str | None = Field(
+        default=None,
+        description="The IP pool its mail leaves from with mx delivery when its stream names "
+        "none (see GET /pools); null for none",
     )
 
 
@@ -100,6 +112,7 @@ class DomainRecord(BaseModel):
     capabilities: Capabilities = Field(description="Resend's view of receiving")
     claimed: bool = Field(description="This team holds the confirmed claim on the name")
     last_checked_at: str | None
+    pool: str | None = Field(description="The IP pool its mail leaves from (mx delivery)")
 
 
 class DomainList(BaseModel):
