@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from posthaste.adapters.smtp_transports import _reachable_from
 from posthaste.config import Settings
 from posthaste.core import pools as rules
 from posthaste.core.pools import Pool, PoolChange, Pools
@@ -49,6 +50,13 @@ def test_default_is_always_a_pool_and_may_be_configured() -> None:
     assert pools.any and not rules.NO_POOLS.any
     configured = Pools({"default": Pool("default", ("192.0.2.9",), helo="mta.example.com")})
     assert configured.get("default") == Pool("default", ("192.0.2.9",), helo="mta.example.com")
+
+
+def test_a_source_address_reaches_servers_of_its_own_family() -> None:
+    assert _reachable_from(None, "192.0.2.1") and _reachable_from(None, "2001:db8::1")
+    assert _reachable_from("192.0.2.9", "192.0.2.1")
+    assert not _reachable_from("192.0.2.9", "2001:db8::1")
+    assert not _reachable_from("2001:db8::9", "192.0.2.1")
 
 
 def test_a_pool_field_is_a_name_or_null() -> None:

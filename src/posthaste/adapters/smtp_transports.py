@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -324,6 +325,9 @@ class MxTransport:
         last = SmtpUnavailable(451, "4.4.4 No address found for the recipient's mail servers")
         for host in hosts:
             for address in await self._addresses(host, transcript):
+                if not _reachable_from(source.address, address):
+                    transcript.note(f"{host} at {address}: not reachable from {source.address}")
+                    continue
                 dest = Destination(
                     host,
                     self.port,
@@ -362,6 +366,16 @@ class MxTransport:
         if not found:
             transcript.note(f"{host} has no A/AAAA record")
         return found
+
+
+def _reachable_from(source: str | None, address: str) -> bool:
+    """An IPv4 source address reaches IPv4 servers only, an IPv6 one IPv6 servers."""
+    if source is None:
+        return True
+    try:
+        return ipaddress.ip_address(source).version == ipaddress.ip_address(address).version
+    except ValueError:
+        return True  # not an address literal: let the connection decide
 
 
 def _held(envelope: Envelope, until: int, reason: str) -> list[RecipientReply]:

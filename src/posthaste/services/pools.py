@@ -78,7 +78,6 @@ class PoolSources:
         self.clock = clock
         self.rng = rng or random.Random()
         self._turns: dict[str, _Turns] = {}
-        self.statements = 0  # on the addresses' rows: what a message costs
 
     async def pick(self, pool: str, transcript: Transcript) -> Source:
         found = self.pools.get(pool)
@@ -120,17 +119,16 @@ class PoolSources:
         """Count one message against ``address`` today: a note for the transcript, or None
         when its cap for today is used up."""
         if known.first_day is None:
-            self.statements += 1
             async with self.db.transaction() as tx:
                 known.first_day = (await repo.ensure(tx, address, today, now)).first_day
         day = today - known.first_day
         cap = pool.cap(day)
-        known.used.append(now)
+        if cap is None:
+            known.used.append(now)
         if cap is None and known.credit_day == today and known.credit > 0:
             known.credit -= 1
             return _uncapped(pool, day)
         count = 1 if cap is not None else known.demand(now)
-        self.statements += 1
         async with self.db.transaction() as tx:
             sent = await repo.take(tx, address, today, count, cap, now)
         if sent is None:
