@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import absent
+from posthaste.api.schemas.pools import PoolName
 
 
 class Capabilities(BaseModel):
@@ -77,7 +78,7 @@ class UpdateDomainRequest(BaseModel):
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
-    pool: str | None = Field(
+    pool: PoolName | None = Field(
         default=None,
         description="The IP pool its mail leaves from with mx delivery when its stream names "
         "none (see GET /pools); null for none",

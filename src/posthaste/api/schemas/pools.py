@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StringConstraints
+
+# A pool's name in a stream's or domain's body; which pools exist is configuration (GET /pools).
+PoolName = Annotated[str, StringConstraints(pattern="^[a-z0-9][a-z0-9_-]{0,63}$")]
 
 
 class PoolWarmup(BaseModel):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import Name, absent
+from posthaste.api.schemas.pools import PoolName
 
 
 class CreateStreamRequest(BaseModel):
@@ -18,7 +19,7 @@ class CreateStreamRequest(BaseModel):
     )
     name: Name
     type: Literal["transactional", "broadcast"]
-    pool: str | None = Field(
+    pool: PoolName | None = Field(
         default=None,
         description="The IP pool its mail leaves from with mx delivery (see GET /pools); "
         "over the sending domain's pool",
@@ -31,7 +32,7 @@ class UpdateStreamRequest(BaseModel):
     )
 
     name: Name = Field(default_factory=absent)
-    pool: str | None = Field(
+    pool: PoolName | None = Field(
         default=None,
         description="The IP pool its mail leaves from with mx delivery; null for none",
     )
