@@ -484,7 +484,7 @@ class DeliveryService:
 
 
 class _SenderFacts:
-    """Signing keys and TLS rules of a batch's sending domains, each looked up once."""
+    """Signing keys, TLS rules, tracking and IP pools of a batch's senders, each looked up once."""
 
     def __init__(
         self, keys: SigningKeys, tls_rules: TlsRules, tracking: TrackingRules, pools: PoolRules
