@@ -15,6 +15,7 @@ tells delivery which pool an email leaves from.
 from __future__ import annotations
 
 import collections
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from posthaste.storage import pools as repo
 from posthaste.storage import streams as streams_repo
 from posthaste.storage.database import Database
 
+log = logging.getLogger(__name__)
 Clock = Callable[[], int]
 
 # Past its warm-up, a process counts messages against an address a block at a time: as many as
@@ -78,11 +80,15 @@ class PoolSources:
         self.clock = clock
         self.rng = rng or random.Random()
         self._turns: dict[str, _Turns] = {}
+        self._unknown: set[str] = set()  # pools named but not configured, logged once each
 
     async def pick(self, pool: str, transcript: Transcript) -> Source:
         found = self.pools.get(pool)
         if found is None:  # named by a stream or domain, then removed from the configuration
             transcript.note(f"pool {pool!r} is not configured: using the default pool")
+            if pool not in self._unknown:
+                self._unknown.add(pool)
+                log.warning("pool %r is named by a stream or domain but not configured", pool)
             found = self.pools.get(rules.DEFAULT)
             assert found is not None
         if not found.addresses:
