@@ -76,13 +76,6 @@ async def list_all(tx: Tx) -> dict[str, AddressCount]:
     return {row.address: _count(row) for row in rows}
 
 
-async def set_first_day(tx: Tx, address: str, first_day: int) -> None:
-    """Move an address's warm-up start (tests, and an operator's restart of a warm-up)."""
-    await tx.conn.execute(
-        update(pool_addresses).where(_c.address == address).values(first_day=first_day)
-    )
-
-
 def _count(row: object) -> AddressCount:
     return AddressCount(
         address=row.address,  # type: ignore[attr-defined]
