@@ -6,7 +6,9 @@ answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps 
 ``hold_count`` DATA commands waiting until it is set. It may offer STARTTLS, require AUTH,
 or speak implicit TLS, with a self-signed certificate from ``make_certificate``. ``size_limit``
 is advertised as ``SIZE`` (None: no SIZE); ``eight_bit = False`` makes it a server without
-8BITMIME. ``also`` serves the same sink on more loopback addresses (127.0.0.2, ...), same port.
+8BITMIME. Each message records the sink's address it came in on, the sender's address it came
+from (``peer``) and its HELO name. ``also`` serves the same sink on more loopback addresses
+(127.0.0.2, ...), same port.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Received:
     authenticated_as: str | None
     mail_options: list[str] = field(default_factory=list)
     address: str = ""  # the sink's address the message came in on
+    peer: str = ""  # the sender's address the message came from
+    helo: str = ""  # the name the sender greeted with (HELO/EHLO)
 
 
 @dataclass
@@ -78,6 +82,8 @@ class Sink:
                 login,
                 list(envelope.mail_options),
                 server.transport.get_extra_info("sockname")[0],
+                session.peer[0],
+                session.host_name or "",
             )
         )
         return f"250 2.0.0 Ok: queued as Q{len(self.messages)}"

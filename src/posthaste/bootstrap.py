@@ -47,6 +47,7 @@ from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.metrics import Metrics, MetricsService
+from posthaste.services.pools import PoolQueries, PoolSources, StreamDomainPools
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.retention import RetentionService
 from posthaste.services.segments import SegmentService
@@ -104,6 +105,7 @@ class Services:
     metrics: Metrics
     metrics_service: MetricsService
     destinations: DestinationQueries
+    pools: PoolQueries
     workers: list[Worker] = field(default_factory=list)
     dispatchers: list[WebhookDispatcher] = field(default_factory=list)
 
@@ -169,6 +171,8 @@ def build_services(
     idempotency = IdempotencyService(db)
     transports = transports or build_transports(settings)
     transports.pace_with(DestinationThrottle(db, settings.destinations))
+    if settings.pools.any:
+        transports.draw_from(PoolSources(db, settings.pools))
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
@@ -182,6 +186,7 @@ def build_services(
     unsubscribe_pages = (links.url_of(""),)  # never tracked
     tracking = TrackingLinks(settings.secret_keys, settings.public_url, untracked=unsubscribe_pages)
     destinations = DestinationQueries(db, settings.destinations)
+    pools = PoolQueries(db, settings.pools)
     return Services(
         settings=settings,
         db=db,
@@ -192,7 +197,7 @@ def build_services(
         emails=EmailQueries(db, AttachmentLinks(settings.secret_keys, settings.public_url)),
         email_changes=EmailChanges(db),
         rate_limiter=RateLimiter(db),
-        streams=StreamService(db),
+        streams=StreamService(db, settings.pools),
         suppressions=SuppressionService(db),
         delivery=DeliveryService(
             db,
@@ -204,9 +209,11 @@ def build_services(
             tracking,
             tracking_rules or DomainTrackingRules(domains),
             metrics=metrics,
+            pool_rules=StreamDomainPools(db) if settings.pools.any else None,
         ),
         attempts=AttemptQueries(db),
         destinations=destinations,
+        pools=pools,
         templates=TemplateService(db, parsed_templates),
         domains=domains,
         webhooks=WebhookService(
@@ -258,7 +265,7 @@ def build_services(
         tracking=TrackingService(db, tracking),
         retention=RetentionService(db, settings.retention_days),
         metrics=metrics,
-        metrics_service=MetricsService(db, metrics, destinations),
+        metrics_service=MetricsService(db, metrics, destinations, pools),
     )
 
 

@@ -1,5 +1,5 @@
-"""The ``posthaste`` command: serve, migrate, teams, keys, destinations. The only place that
-parses argv."""
+"""The ``posthaste`` command: serve, migrate, teams, keys, destinations, pools. The only place
+that parses argv."""
 
 from __future__ import annotations
 
@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "destinations", help="the receiving destinations of mx delivery and their throttle"
     )
     destinations.add_argument("--json", action="store_true", help="as GET /destinations shows")
+    pools = commands.add_parser(
+        "pools", help="the IP pools of mx delivery: addresses, warm-up day, cap and count today"
+    )
+    pools.add_argument("--json", action="store_true", help="as GET /pools shows")
     return parser
 
 
@@ -141,6 +145,8 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return await _teams(services, args)
         if args.command == "destinations":
             return await _destinations(services, args)
+        if args.command == "pools":
+            return await _pools(services, args)
         return await _keys(services, args)
     finally:
         await services.close()
@@ -265,6 +271,25 @@ async def _destinations(services: Services, args: argparse.Namespace) -> int:
         )
         for reply in view.recent[:3]:
             print(f"    {format_ms(reply.at)}  {reply.reply}  -> {reply.decision}")
+    return 0
+
+
+async def _pools(services: Services, args: argparse.Namespace) -> int:
+    from posthaste.core.serialize import pool_record
+
+    views = await services.pools.list()
+    if args.json:
+        print(json.dumps({"object": "list", "data": [pool_record(v) for v in views]}))
+        return 0
+    for view in views:
+        warmup = ", ".join(map(str, view.per_day)) or "none"
+        print(f"{view.name}  helo {view.helo or '(POSTHASTE_MX_HOST)'}  warm-up per day: {warmup}")
+        if not view.addresses:
+            print("    the machine's own address")
+        for a in view.addresses:
+            day = "unused" if a.warmup_day is None else f"day {a.warmup_day}"
+            cap = "no cap" if a.cap is None else f"cap {a.cap}"
+            print(f"    {a.address}  {day}  {cap}  sent today {a.sent_today}")
     return 0
 
 

@@ -17,8 +17,8 @@ from posthaste.errors import ValidationError
 
 REGIONS = ("us-east-1", "eu-west-1")
 NOTHING = (
-    "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
-    "capabilities), tracking_subdomain to change."
+    "Give at least one of open_tracking, click_tracking, tls, receiving, pool, "
+    "tracking_subdomain (or Resend's capabilities) to change."
 )
 BAD_TLS = "'tls' must be one of: opportunistic, enforced."
 BAD_REGION = "'region' must be one of: us-east-1, eu-west-1 (see GET /domains/regions)."

@@ -15,6 +15,8 @@ class Envelope:
     smtputf8: bool = False
     # The sending domain's ``tls`` is ``enforced``: never hand this message over in clear text.
     tls_required: bool = False
+    # The IP pool it leaves from (mx delivery): its stream's, else its domain's, else default.
+    pool: str = "default"
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,15 @@ class Destination:
     verify_tls: bool = True
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    # An IP pool's source address to bind and its HELO name (None: the machine's own address,
+    # the options' ``local_hostname``).
+    source_address: str | None = None
+    helo: str | None = None
+
+    @property
+    def idle_key(self) -> tuple[str, int, str]:
+        """Connections are reused only from the same source address."""
+        return (self.host, self.port, self.source_address or "")
 
 
 @dataclass
@@ -130,14 +139,16 @@ async def open_connection(
     client = aiosmtplib.SMTP(
         hostname=dest.address or dest.host,
         port=dest.port,
-        local_hostname=options.local_hostname,
+        local_hostname=dest.helo or options.local_hostname,
+        source_address=(dest.source_address, 0) if dest.source_address else None,
         timeout=options.timeout,
         use_tls=dest.tls == "implicit",
         start_tls=False,
         tls_context=context,
         validate_certs=dest.verify_tls,
     )
-    transcript.note(f"connecting to {dest.host}:{dest.port} ({dest.address or dest.host})")
+    source = f" from {dest.source_address}" if dest.source_address else ""
+    transcript.note(f"connecting to {dest.host}:{dest.port} ({dest.address or dest.host}){source}")
     try:
         greeting = await client.connect()
         transcript.reply(greeting.code, greeting.message)
@@ -154,13 +165,14 @@ async def open_connection(
 async def _handshake(
     client: aiosmtplib.SMTP, dest: Destination, options: ClientOptions, transcript: Transcript
 ) -> None:
-    await _ehlo(client, options, transcript)
+    helo = dest.helo or options.local_hostname
+    await _ehlo(client, helo, transcript)
     if dest.tls == "starttls":
         if client.supports_extension("starttls"):
             transcript.command("STARTTLS")
             reply = await client.starttls(tls_context=options.tls_context(dest.verify_tls))
             transcript.reply(reply.code, reply.message)
-            await _ehlo(client, options, transcript)
+            await _ehlo(client, helo, transcript)
         elif dest.tls_required:
             transcript.note("STARTTLS required but not offered")
             raise SmtpUnavailable(421, "4.7.10 TLS is required but the server did not offer it")
@@ -170,8 +182,8 @@ async def _handshake(
         transcript.reply(reply.code, reply.message)
 
 
-async def _ehlo(client: aiosmtplib.SMTP, options: ClientOptions, transcript: Transcript) -> None:
-    transcript.command(f"EHLO {options.local_hostname}")
+async def _ehlo(client: aiosmtplib.SMTP, helo: str, transcript: Transcript) -> None:
+    transcript.command(f"EHLO {helo}")
     reply = await client.ehlo()
     transcript.reply(reply.code, reply.message.splitlines()[0] if reply.message else "")
 
@@ -338,7 +350,8 @@ class ConnectionPool:
 
     def __init__(self, per_destination: int = 8) -> None:
         self.per_destination = per_destination
-        self._idle: dict[tuple[str, int], list[Connection]] = {}
+        # Idle connections by (host, port, source address): see ``Destination.idle_key``.
+        self._idle: dict[tuple[str, int, str], list[Connection]] = {}
         self._caps: dict[tuple[str, int], asyncio.Semaphore] = {}
 
     @contextlib.asynccontextmanager
@@ -348,7 +361,7 @@ class ConnectionPool:
         async with cap:
             yield
 
-    def take_idle(self, key: tuple[str, int]) -> Connection | None:
+    def take_idle(self, key: tuple[str, int, str]) -> Connection | None:
         idle = self._idle.get(key, [])
         while idle:
             conn = idle.pop()
@@ -359,7 +372,7 @@ class ConnectionPool:
         return None
 
     def give_back(
-        self, key: tuple[str, int], conn: Connection, most: int = MAX_TRANSACTIONS
+        self, key: tuple[str, int, str], conn: Connection, most: int = MAX_TRANSACTIONS
     ) -> None:
         """Keep ``conn`` idle for reuse, unless it has carried ``most`` messages or is closed."""
         if conn.transactions >= most or not conn.client.is_connected:

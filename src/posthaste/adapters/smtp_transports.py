@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,8 +47,8 @@ async def send_through(
 ) -> list[RecipientReply]:
     """One transaction to ``dest``, on an idle pooled connection when one is still alive; a
     connection is closed once it has carried ``most`` messages."""
-    key = (dest.host, dest.port)
-    async with pool.slot(key):
+    key = dest.idle_key
+    async with pool.slot((dest.host, dest.port)):
         conn = pool.take_idle(key)
         if conn is not None and dest.tls_required and not conn.encrypted:
             conn.client.close()  # opened for mail that did not need TLS, and it has none
@@ -128,6 +129,31 @@ class Unthrottled:
         return None
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a message leaves from (``services/pools.py``): a source address to bind and its
+    HELO name (None for either: the machine's own), or held until ``hold_until`` (epoch ms)
+    when every address of its pool has used up its warm-up cap for the day."""
+
+    address: str | None = None
+    helo: str | None = None
+    hold_until: int | None = None
+    reason: str = ""
+
+
+class SourcePicker(Protocol):
+    """An address of the message's IP pool; every choice is noted in the transcript."""
+
+    async def pick(self, pool: str, transcript: Transcript) -> Source: ...
+
+
+class MachineAddress:
+    """No pools: every message leaves from the machine's own address."""
+
+    async def pick(self, pool: str, transcript: Transcript) -> Source:
+        return Source()
+
+
 def _everyone(recipients: Sequence[str], code: int, text: str, final: bool) -> list[RecipientReply]:
     return [RecipientReply(r, code, text, final) for r in recipients]
 
@@ -186,6 +212,7 @@ class MxTransport:
         *,
         rng: random.Random | None = None,
         throttle: Throttle | None = None,
+        sources: SourcePicker | None = None,
     ) -> None:
         self.resolver = resolver
         self.options = options
@@ -193,6 +220,7 @@ class MxTransport:
         self.port = port
         self.rng = rng or random.Random()
         self.throttle: Throttle = throttle or Unthrottled()
+        self.sources: SourcePicker = sources or MachineAddress()
         # Connections open at once per destination (the policy's ``max_connections``).
         self._caps: dict[str, asyncio.Semaphore] = {}
 
@@ -216,6 +244,7 @@ class MxTransport:
             envelope.message_id,
             envelope.smtputf8,
             envelope.tls_required,
+            envelope.pool,
         )
         host: str | None = None
         try:
@@ -240,18 +269,17 @@ class MxTransport:
         """The session, when the destination's throttle lets it go; held mail is not sent."""
         admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
         if admission.hold_until is not None:
-            text = f"4.7.0 Held by Posthaste: {admission.reason}"
-            hold = admission.hold_until
-            held = [
-                RecipientReply(r, 451, text, True, hold_until=hold, held_unsent=True)
-                for r in envelope.recipients
-            ]
-            return held, None
+            return _held(envelope, admission.hold_until, admission.reason), None
+        source = await self.sources.pick(envelope.pool, transcript)
+        if source.hold_until is not None:
+            return _held(envelope, source.hold_until, source.reason), None
         cap = self._caps.setdefault(destination, asyncio.Semaphore(admission.max_connections))
         most = admission.messages_per_connection
         try:
             async with cap:
-                replies, host = await self._try_hosts(hosts, envelope, raw, transcript, most)
+                replies, host = await self._try_hosts(
+                    hosts, envelope, raw, transcript, most, source
+                )
         except SmtpUnavailable as exc:
             until = await self.throttle.observe(destination, [], exc, transcript)
             if until is None:
@@ -292,10 +320,14 @@ class MxTransport:
         raw: bytes,
         transcript: Transcript,
         most: int = MAX_TRANSACTIONS,
+        source: Source = Source(),
     ) -> tuple[list[RecipientReply], str]:
         last = SmtpUnavailable(451, "4.4.4 No address found for the recipient's mail servers")
         for host in hosts:
             for address in await self._addresses(host, transcript):
+                if not _reachable_from(source.address, address):
+                    transcript.note(f"{host} at {address}: not reachable from {source.address}")
+                    continue
                 dest = Destination(
                     host,
                     self.port,
@@ -303,6 +335,8 @@ class MxTransport:
                     address=address,
                     tls_required=envelope.tls_required,
                     verify_tls=False,
+                    source_address=source.address,
+                    helo=source.helo,
                 )
                 try:
                     replies = await send_through(
@@ -332,6 +366,25 @@ class MxTransport:
         if not found:
             transcript.note(f"{host} has no A/AAAA record")
         return found
+
+
+def _reachable_from(source: str | None, address: str) -> bool:
+    """An IPv4 source address reaches IPv4 servers only, an IPv6 one IPv6 servers."""
+    if source is None:
+        return True
+    try:
+        return ipaddress.ip_address(source).version == ipaddress.ip_address(address).version
+    except ValueError:
+        return True  # not an address literal: let the connection decide
+
+
+def _held(envelope: Envelope, until: int, reason: str) -> list[RecipientReply]:
+    """Every recipient held unsent until ``until``: no attempt counted (the job postponed)."""
+    text = f"4.7.0 Held by Posthaste: {reason}"
+    return [
+        RecipientReply(r, 451, text, True, hold_until=until, held_unsent=True)
+        for r in envelope.recipients
+    ]
 
 
 def by_preference(records: Sequence[MxHost], rng: random.Random) -> list[str]:

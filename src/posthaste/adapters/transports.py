@@ -21,8 +21,10 @@ from posthaste.adapters.smtp_client import (
     default_tls_context,
 )
 from posthaste.adapters.smtp_transports import (
+    MachineAddress,
     MxTransport,
     SmarthostTransport,
+    SourcePicker,
     Throttle,
     Unthrottled,
 )
@@ -84,6 +86,12 @@ class TransportRegistry:
         for transport in self.by_region.values():
             if isinstance(transport, MxTransport) and isinstance(transport.throttle, Unthrottled):
                 transport.throttle = throttle
+
+    def draw_from(self, sources: SourcePicker) -> None:
+        """Let every ``mx`` transport bind its messages to their IP pool's addresses."""
+        for transport in self.by_region.values():
+            if isinstance(transport, MxTransport) and isinstance(transport.sources, MachineAddress):
+                transport.sources = sources
 
     async def close(self) -> None:
         """Close the idle pooled SMTP connections."""

@@ -28,6 +28,7 @@ from posthaste.api.routes import (
     inbound,
     links,
     metrics,
+    pools,
     segments,
     streams,
     suppressions,
@@ -66,6 +67,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(emails.router)
     app.include_router(attempts.router)
     app.include_router(destinations.router)
+    app.include_router(pools.router)
     app.include_router(links.router)
     app.include_router(api_keys.router)
     app.include_router(streams.router)

@@ -50,6 +50,7 @@ from posthaste.config.parsers import (
 )
 from posthaste.config.sources import (
     DESTINATIONS,
+    POOLS,
     RegionTable,
     Sources,
     load_or_create_secret_key,
@@ -58,6 +59,17 @@ from posthaste.config.sources import (
 )
 from posthaste.core.destinations import NO_OVERRIDES, POLICY_KEYS, Policies, parse_rate
 from posthaste.core.durations import parse_schedule
+from posthaste.core.pools import (
+    NO_POOLS,
+    POOL_KEYS,
+    WARMUP_KEYS,
+    Pool,
+    Pools,
+    check_addresses_apart,
+    parse_per_day,
+    parse_pool_name,
+    parse_source_address,
+)
 from posthaste.errors import ConfigError
 
 DeliveryKind = Literal["capture", "mx", "smtp"]
@@ -151,6 +163,8 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     # ``[destinations.<name>]`` tables of the TOML file over the shipped policies.
     destinations: Policies = field(default=NO_OVERRIDES, hash=False)
+    # ``[pools.<name>]`` tables of the TOML file: source addresses of mx delivery.
+    pools: Pools = field(default=NO_POOLS, hash=False)
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -209,7 +223,7 @@ _REGION_MAPPINGS = (
     "region_spf_include",
 )
 SETTING_KEYS: tuple[str, ...] = tuple(
-    f.name for f in fields(Settings) if f.name not in (*_REGION_MAPPINGS, "destinations")
+    f.name for f in fields(Settings) if f.name not in (*_REGION_MAPPINGS, "destinations", "pools")
 )
 """Keys settable by environment (``POSTHASTE_<KEY>``) and at the top level of the TOML file."""
 
@@ -241,7 +255,8 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
     regions = get("regions", parse_regions, base.regions)
     tls_cert, tls_key = _tls_pair(sources)
     destination_tables = [t for t in region_tables if t.group == DESTINATIONS]
-    region_tables = [t for t in region_tables if t.group != DESTINATIONS]
+    pool_tables = [t for t in region_tables if t.group == POOLS]
+    region_tables = [t for t in region_tables if t.group == "regions"]
     overrides = _RegionOverrides.parse(region_tables, regions, sources.label("regions"))
     return Settings(
         database_url=database_url,
@@ -288,6 +303,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         metrics_token=get("metrics_token", parse_metrics_token, base.metrics_token),
         trusted_proxies=get("trusted_proxies", parse_trusted_proxies, base.trusted_proxies),
         destinations=_destination_policies(destination_tables),
+        pools=_pools(pool_tables),
     )
 
 
@@ -309,6 +325,57 @@ def _destination_policies(tables: list[RegionTable]) -> Policies:
             values["rate"] = rate
         configured[table.name.lower()] = values
     return Policies(configured)
+
+
+def _pools(tables: list[RegionTable]) -> Pools:
+    """Validate ``[pools.<name>]`` tables: a name, addresses, a HELO name, a warm-up."""
+    pools = [_pool(table) for table in tables]
+    try:
+        check_addresses_apart(pools)
+    except ValueError as exc:
+        raise ConfigError(f"pools in {tables[0].path}: {exc}") from exc
+    return Pools({pool.name: pool for pool in pools})
+
+
+def _pool(table: RegionTable) -> Pool:
+    unknown = sorted(set(table.values) - set(POOL_KEYS))
+    if unknown:
+        raise ConfigError(f"{table.label}: unknown keys: {', '.join(unknown)}")
+    try:
+        name = parse_pool_name(table.name, "a pool's name")
+    except ValueError as exc:
+        raise ConfigError(f"{table.label}: {exc}") from exc
+    addresses = table.values.get("addresses", [])
+    if not isinstance(addresses, list) or not addresses:
+        example = 'addresses = ["192.0.2.10", "192.0.2.11"]'
+        raise ConfigError(f"{table.key_label('addresses')}: expected a list such as {example}")
+    try:
+        parsed = tuple(dict.fromkeys(parse_source_address(a) for a in addresses))
+    except ValueError as exc:
+        raise ConfigError(f"{table.key_label('addresses')}: {exc}") from exc
+    helo = None
+    if "helo" in table.values:
+        try:
+            helo = parse_hostname(str(table.values["helo"]))
+        except ValueError as exc:
+            raise ConfigError(f"{table.key_label('helo')}: {exc}") from exc
+    return Pool(name, parsed, helo, _warmup(table))
+
+
+def _warmup(table: RegionTable) -> tuple[int, ...]:
+    warmup = table.values.get("warmup")
+    if warmup is None:
+        return ()
+    label = table.key_label("warmup")
+    if not isinstance(warmup, dict):
+        raise ConfigError(f"{label}: expected a table such as [pools.{table.name}.warmup]")
+    unknown = sorted(set(warmup) - set(WARMUP_KEYS))
+    if unknown:
+        raise ConfigError(f"{label}: unknown keys: {', '.join(unknown)}")
+    try:
+        return parse_per_day(warmup.get("per_day"))
+    except ValueError as exc:
+        raise ConfigError(f"{table.key_label('warmup.per_day')}: {exc}") from exc
 
 
 def parse_positive_int(value: str) -> int:

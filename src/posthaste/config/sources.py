@@ -63,7 +63,7 @@ class Sources:
 
 @dataclass(frozen=True)
 class RegionTable:
-    """One ``[regions.<name>]`` (or ``[destinations.<name>]``, ``group``) table of the TOML
+    """One ``[regions.<name>]`` (or ``[destinations|pools.<name>]``, ``group``) table of the TOML
     file, as read (validated in ``settings.py``)."""
 
     name: str
@@ -88,6 +88,7 @@ class RegionTable:
 
 
 DESTINATIONS = "destinations"  # TOML only: ``[destinations.<name>]`` policy tables
+POOLS = "pools"  # TOML only: ``[pools.<name>]`` source addresses of mx delivery
 
 
 def read_sources(
@@ -108,7 +109,7 @@ def read_sources(
 def _apply_config_file(sources: Sources, path: Path, keys: Sequence[str]) -> list[RegionTable]:
     """Put the TOML file's values into ``sources``; return its ``[regions.<name>]`` tables."""
     document = _read_toml(path)
-    unknown = sorted(set(document) - set(keys) - {DESTINATIONS})
+    unknown = sorted(set(document) - set(keys) - {DESTINATIONS, POOLS})
     if unknown:
         names = ", ".join(unknown)
         raise ConfigError(f"{CONFIG_FILE_VARIABLE} {path}: unknown keys: {names}")
@@ -116,8 +117,8 @@ def _apply_config_file(sources: Sources, path: Path, keys: Sequence[str]) -> lis
     for key, value in document.items():
         if key == "regions" and isinstance(value, dict):
             tables.extend(_split_regions_table(sources, value, path))
-        elif key == DESTINATIONS:
-            tables.extend(_destination_tables(value, path))
+        elif key in (DESTINATIONS, POOLS):
+            tables.extend(_named_tables(key, value, path))
         else:
             label = f"{key} in {path}"
             sources.set(key, label, toml_text(value, label))
@@ -154,17 +155,16 @@ def _split_regions_table(
     return tables
 
 
-def _destination_tables(table: object, path: Path) -> list[RegionTable]:
-    """Read ``[destinations]``: one sub-table per destination (``default`` among them)."""
+def _named_tables(group: str, table: object, path: Path) -> list[RegionTable]:
+    """Read ``[destinations]`` or ``[pools]``: one sub-table per name (``default`` among them)."""
     if not isinstance(table, dict):
-        example = "[destinations.default]"
-        raise ConfigError(f"{DESTINATIONS} in {path}: expected tables such as {example}")
+        raise ConfigError(f"{group} in {path}: expected tables such as [{group}.default]")
     tables: list[RegionTable] = []
     for name, value in table.items():
         if not isinstance(value, dict):
-            label = f"{DESTINATIONS}.{name} in {path}"
-            raise ConfigError(f"{label}: expected a table such as [destinations.{name}]")
-        tables.append(RegionTable(name, path, value, DESTINATIONS))
+            label = f"{group}.{name} in {path}"
+            raise ConfigError(f"{label}: expected a table such as [{group}.{name}]")
+        tables.append(RegionTable(name, path, value, group))
     return tables
 
 

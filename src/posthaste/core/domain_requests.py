@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from posthaste.core.domains import TLS_MODES, DomainSettings, parse_domain_name
+from posthaste.core.pools import PoolChange, parse_pool_field
 from posthaste.core.text import json_type
 from posthaste.errors import ValidationError
 
 SETTING_FIELDS = frozenset(
-    {"open_tracking", "click_tracking", "tls", "receiving", "capabilities", "tracking_subdomain"}
+    {
+        "open_tracking",
+        "click_tracking",
+        "tls",
+        "receiving",
+        "capabilities",
+        "tracking_subdomain",
+        "pool",
+    }
 )
 REMOVED = ""  # DomainChanges.tracking_subdomain: null was given, the subdomain goes
 _SUBDOMAIN = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")  # one DNS label (fullmatch)
@@ -40,6 +49,8 @@ class DomainChanges:
     tls: str | None = None
     receiving: bool | None = None
     tracking_subdomain: str | None = None  # REMOVED ("") when null was given
+    # The IP pool (PATCH only): its name, or null for none; checked by the service.
+    pool: PoolChange | None = None
 
     def applied_to(self, current: DomainSettings) -> DomainSettings:
         """``current`` with the settings given here."""
@@ -66,10 +77,10 @@ def parse_domain_changes(fields: Mapping[str, object]) -> DomainChanges:
     """``PATCH /domains/{id}``'s body: at least one setting, each checked as on create."""
     if not fields.keys() & SETTING_FIELDS:
         raise ValidationError(
-            "Give at least one of open_tracking, click_tracking, tls, receiving (or Resend's "
-            "capabilities), tracking_subdomain to change."
+            "Give at least one of open_tracking, click_tracking, tls, receiving, pool, "
+            "tracking_subdomain (or Resend's capabilities) to change."
         )
-    return _given_settings(fields)
+    return replace(_given_settings(fields), pool=parse_pool_field(fields))
 
 
 def parse_region(value: object, regions: Sequence[str]) -> str:

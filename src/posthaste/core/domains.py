@@ -130,6 +130,7 @@ class Domain:
     last_checked_at: int | None = None
     claim_token: str | None = None
     claimed: bool = False
+    pool: str | None = None  # the IP pool its mail leaves from (core/pools.py); None: none
 
     @property
     def usable(self) -> bool:

@@ -109,6 +109,7 @@ class Stream:
     name: str
     type: str
     created_at: int
+    pool: str | None = None  # the IP pool its mail leaves from (core/pools.py); None: none
 
 
 @dataclass(frozen=True, slots=True)

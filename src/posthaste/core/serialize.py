@@ -26,6 +26,7 @@ from posthaste.core.models import (
     Template,
     TemplateVariable,
 )
+from posthaste.core.pools import PoolView
 from posthaste.core.segments import Segment
 from posthaste.core.topics import ContactTopic, Topic
 
@@ -184,6 +185,7 @@ def stream_record(stream: Stream) -> dict[str, Any]:
         "name": stream.name,
         "type": stream.type,
         "created_at": format_ms(stream.created_at),
+        "pool": stream.pool,
     }
 
 
@@ -246,6 +248,7 @@ def domain_record(domain: Domain) -> dict[str, Any]:
         },
         "claimed": domain.claimed,
         "last_checked_at": format_ms(domain.last_checked_at),
+        "pool": domain.pool,
     }
 
 
@@ -279,6 +282,24 @@ def destination_record(view: DestinationView) -> dict[str, Any]:
         "suspended_until": format_ms(view.suspended_until),
         "recent": [
             {"at": format_ms(r.at), "reply": r.reply, "decision": r.decision} for r in view.recent
+        ],
+    }
+
+
+def pool_record(view: PoolView) -> dict[str, Any]:
+    return {
+        "object": "pool",
+        "name": view.name,
+        "helo": view.helo,
+        "warmup": {"per_day": list(view.per_day)},
+        "addresses": [
+            {
+                "address": a.address,
+                "warmup_day": a.warmup_day,
+                "cap": a.cap,
+                "sent_today": a.sent_today,
+            }
+            for a in view.addresses
         ],
     }
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from posthaste.core.pools import PoolChange, parse_pool_field
 from posthaste.errors import ValidationError
 
 MAX_NAME_LENGTH = 200
@@ -21,6 +22,15 @@ class NewStream:
     id: str
     name: str
     type: str
+    pool: str | None = None  # an IP pool's name (whether it is configured: the service's)
+
+
+@dataclass(frozen=True)
+class StreamChanges:
+    """``PATCH /streams/{id}``: None leaves a field as it is; ``pool`` may set or clear."""
+
+    name: str | None = None
+    pool: PoolChange | None = None
 
 
 DEFAULT_STREAMS = (
@@ -44,7 +54,16 @@ def parse_new_stream(fields: Mapping[str, object]) -> NewStream:
         raise ValidationError(
             "'id' must be a slug: lowercase letters, digits, '-' and '_', at most 64 characters."
         )
-    return NewStream(slug, name.strip(), kind)
+    pool = parse_pool_field(fields)
+    return NewStream(slug, name.strip(), kind, None if pool is None else pool.name)
+
+
+def parse_stream_changes(fields: Mapping[str, object]) -> StreamChanges:
+    """``PATCH /streams/{id}``'s body: ``name``, ``pool`` or both."""
+    if "name" not in fields and "pool" not in fields:
+        raise ValidationError("Give 'name', 'pool' or both to change.")
+    name = parse_stream_name(fields["name"]) if "name" in fields else None
+    return StreamChanges(name, parse_pool_field(fields))
 
 
 def parse_stream_name(value: object) -> str:

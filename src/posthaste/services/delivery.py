@@ -44,6 +44,7 @@ from posthaste.core.events import EventType
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import OutgoingMessage, build_message
 from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMode, Suppression
+from posthaste.core.pools import DEFAULT as DEFAULT_POOL
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
@@ -170,6 +171,19 @@ class NoTrackingRules:
         return UNTRACKED
 
 
+class PoolRules(Protocol):
+    """The IP pool an email leaves from (``services/pools.StreamDomainPools``)."""
+
+    async def pool_of(self, team_id: str, stream_id: str, domain: str) -> str: ...
+
+
+class DefaultPool:
+    """No pools configured: every email leaves from the default pool, nothing looked up."""
+
+    async def pool_of(self, team_id: str, stream_id: str, domain: str) -> str:
+        return DEFAULT_POOL
+
+
 class DeliveryService:
     def __init__(
         self,
@@ -183,8 +197,10 @@ class DeliveryService:
         tracking_rules: TrackingRules | None = None,
         *,
         metrics: Metrics | None = None,
+        pool_rules: PoolRules | None = None,
     ) -> None:
         self.db = db
+        self.pool_rules: PoolRules = pool_rules or DefaultPool()
         self.metrics = metrics or Metrics()
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
@@ -204,7 +220,9 @@ class DeliveryService:
         again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
         attempts = await self._start(list(first.values()))
         if attempts:
-            senders = _SenderFacts(self.signing_keys, self.tls_rules, self.tracking_rules)
+            senders = _SenderFacts(
+                self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
+            )
             messages = await self._messages(attempts, senders)
             failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
             for attempt in attempts:  # one lookup per sending domain of the batch, before sending
@@ -379,7 +397,8 @@ class DeliveryService:
             return_path = verp_address(self.verp, email.id, _sender_domain(email))
             tls = await senders.tls_required(email)
             smtputf8 = _needs_smtputf8(raw, real)
-            envelope = Envelope(return_path, real, email.message_id, smtputf8, tls)
+            pool = await senders.pool(email)
+            envelope = Envelope(return_path, real, email.message_id, smtputf8, tls, pool)
             sent = await _send_isolated(transport, envelope, raw)
             report = DeliveryReport(
                 simulated.replies + sent.replies, simulated.sessions + sent.sessions
@@ -468,10 +487,14 @@ class DeliveryService:
 
 
 class _SenderFacts:
-    """Signing keys and TLS rules of a batch's sending domains, each looked up once."""
+    """Signing keys, TLS rules, tracking and IP pools of a batch's senders, each looked up once."""
 
-    def __init__(self, keys: SigningKeys, tls_rules: TlsRules, tracking: TrackingRules) -> None:
+    def __init__(
+        self, keys: SigningKeys, tls_rules: TlsRules, tracking: TrackingRules, pools: PoolRules
+    ) -> None:
         self._keys_source, self._tls_source, self._tracking_source = keys, tls_rules, tracking
+        self._pool_source = pools
+        self._pools: dict[tuple[str, str, str], str] = {}
         self._keys: dict[tuple[str, str], DkimKey | None] = {}
         self._tls: dict[tuple[str, str], bool] = {}
         self._tracking: dict[tuple[str, str], TrackingOptions] = {}
@@ -493,6 +516,12 @@ class _SenderFacts:
         if sender not in self._tracking:
             self._tracking[sender] = await self._tracking_source.tracking_of(*sender)
         return self._tracking[sender]
+
+    async def pool(self, email: Email) -> str:
+        key = (email.team_id, email.stream_id, _sender_domain(email))
+        if key not in self._pools:
+            self._pools[key] = await self._pool_source.pool_of(*key)
+        return self._pools[key]
 
 
 async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -> DeliveryReport:

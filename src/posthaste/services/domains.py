@@ -28,6 +28,7 @@ from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, Job, Principal
+from posthaste.core.pools import check_pool
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.storage import domains as repo
@@ -149,8 +150,9 @@ class DomainService:
             return await _get(tx, principal.team_id, domain_id)
 
     async def update(self, principal: Principal, domain_id: str, changes: DomainChanges) -> Domain:
-        """Change tracking, TLS and receiving; turning receiving on adds its MX record, a
-        tracking subdomain its CNAME (``not_started`` until the next verify)."""
+        """Change tracking, TLS, receiving and the IP pool; turning receiving on adds its MX
+        record, a tracking subdomain its CNAME (``not_started`` until the next verify)."""
+        check_pool(changes.pool, self.settings.pools)
         async with self.db.transaction() as tx:
             domain = await _get(tx, principal.team_id, domain_id, for_update=True)
             options = changes.applied_to(rules.settings_of(domain))
@@ -164,6 +166,7 @@ class DomainService:
                 records=rules.with_receiving(domain, options.receiving, mx_host)
                 if options.receiving != domain.receiving
                 else domain.records,
+                pool=domain.pool if changes.pool is None else changes.pool.name,
             )
             if options.tracking_subdomain != rules.tracking_subdomain(domain):
                 changed = replace(

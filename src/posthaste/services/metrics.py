@@ -27,12 +27,14 @@ from prometheus_client.registry import Collector
 from posthaste.core.destinations import SHIPPED_POLICIES, DestinationState, DestinationView
 from posthaste.core.ids import now_ms
 from posthaste.core.jobs import JobKind
+from posthaste.core.pools import PoolView
 from posthaste.core.status import EmailStatus
 from posthaste.storage import metrics as repo
 from posthaste.storage.database import Database
 
 if TYPE_CHECKING:
     from posthaste.services.destinations import DestinationQueries
+    from posthaste.services.pools import PoolQueries
 
 # prometheus_client reads this variable when it is imported (it picks the counters' storage).
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -139,11 +141,16 @@ class MetricsService:
     """``GET /metrics``: the instruments of every process, and what the database knows now."""
 
     def __init__(
-        self, db: Database, metrics: Metrics, destinations: DestinationQueries | None = None
+        self,
+        db: Database,
+        metrics: Metrics,
+        destinations: DestinationQueries | None = None,
+        pools: PoolQueries | None = None,
     ) -> None:
         self.db = db
         self.metrics = metrics
         self.destinations = destinations
+        self.pools = pools
 
     async def scrape(self) -> bytes:
         now = now_ms()
@@ -155,6 +162,8 @@ class MetricsService:
             named = {*SHIPPED_POLICIES, *self.destinations.policies.configured}
             views = await self.destinations.list(recent=0)
             families += _destination_families(views, named, now)
+        if self.pools is not None and self.pools.pools.any:
+            families += _pool_families(await self.pools.list())
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families(tuple(families)))
         return self.metrics.exposition() + generate_latest(registry)
@@ -218,6 +227,27 @@ def _destination_families(views: list[DestinationView], named: set[str], now: in
         left = 0.0 if view.suspended_until is None else max(0, view.suspended_until - now) / 1000
         suspended.add_metric([view.name], left)
     return [rate, state, suspended]
+
+
+def _pool_families(views: list[PoolView]) -> list[Metric]:
+    """Each source address of an IP pool: messages it took today (UTC) and its warm-up cap
+    for today (no series once it has warmed up)."""
+    sent = GaugeMetricFamily(
+        "posthaste_pool_address_sent_today",
+        "Messages a pool's source address took today, UTC (direct-to-MX delivery).",
+        labels=["pool", "address"],
+    )
+    cap = GaugeMetricFamily(
+        "posthaste_pool_address_cap_today",
+        "A warming source address's cap for today, UTC (no series once warmed up).",
+        labels=["pool", "address"],
+    )
+    for view in views:
+        for address in view.addresses:
+            sent.add_metric([view.name, address.address], address.sent_today)
+            if address.cap is not None:
+                cap.add_metric([view.name, address.address], address.cap)
+    return [sent, cap]
 
 
 def _with_known(found: Iterable[str], known: list[str]) -> list[str]:

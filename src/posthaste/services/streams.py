@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Principal, Stream
-from posthaste.core.streams import DEFAULT_STREAM_IDS, NewStream
+from posthaste.core.pools import NO_POOLS, PoolChange, Pools, check_pool
+from posthaste.core.streams import DEFAULT_STREAM_IDS, NewStream, StreamChanges
 from posthaste.errors import Conflict, NotFound
 from posthaste.storage import streams as streams_repo
 from posthaste.storage.database import Database
@@ -13,12 +16,15 @@ from posthaste.storage.database import Database
 class StreamService:
     """A team's message streams; the two default streams cannot be deleted."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, pools: Pools = NO_POOLS) -> None:
         self.db = db
+        self.pools = pools
 
     async def create(self, principal: Principal, new: NewStream) -> Stream:
-        """Store a new stream for the caller's team; a taken id is ``Conflict``."""
-        stream = Stream(new.id, principal.team_id, new.name, new.type, now_ms())
+        """Store a new stream for the caller's team; a taken id is ``Conflict``, a pool that is
+        not configured ``ValidationError``."""
+        check_pool(PoolChange(new.pool), self.pools)
+        stream = Stream(new.id, principal.team_id, new.name, new.type, now_ms(), new.pool)
         async with self.db.transaction() as tx:
             if not await streams_repo.insert_stream(tx, stream):
                 raise Conflict(f"A stream with id {new.id!r} already exists.")
@@ -35,12 +41,20 @@ class StreamService:
             raise NotFound(f"Stream {stream_id!r} was not found.")
         return stream
 
-    async def rename(self, principal: Principal, stream_id: str, name: str) -> Stream:
-        """Give one of the team's streams a new name (parsed at the edge: ``parse_stream_name``)."""
+    async def update(self, principal: Principal, stream_id: str, changes: StreamChanges) -> Stream:
+        """Rename one of the team's streams or choose its IP pool (parsed at the edge)."""
+        check_pool(changes.pool, self.pools)
         async with self.db.transaction() as tx:
-            if not await streams_repo.rename_stream(tx, principal.team_id, stream_id, name):
+            stream = await streams_repo.get_stream(tx, principal.team_id, stream_id)
+            if stream is None:
                 raise NotFound(f"Stream {stream_id!r} was not found.")
-        return await self.get(principal, stream_id)
+            changed = replace(
+                stream,
+                name=stream.name if changes.name is None else changes.name,
+                pool=stream.pool if changes.pool is None else changes.pool.name,
+            )
+            await streams_repo.update_stream(tx, changed)
+        return changed
 
     async def delete(self, principal: Principal, stream_id: str) -> None:
         if stream_id in DEFAULT_STREAM_IDS:

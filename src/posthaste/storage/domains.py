@@ -49,6 +49,7 @@ def _domain(row: Any) -> Domain:
         last_checked_at=row.last_checked_at,
         claim_token=row.claim_token,
         claimed=bool(row.claimed),
+        pool=row.pool,
     )
 
 
@@ -73,6 +74,7 @@ async def insert_domain(tx: Tx, domain: Domain, encrypted_key: str | None) -> No
         "tls": domain.tls,
         "receiving": domain.receiving,
         "created_at": domain.created_at,
+        "pool": domain.pool,
     }
     try:
         async with tx.conn.begin_nested():
@@ -162,6 +164,7 @@ async def update_domain(tx: Tx, domain: Domain) -> None:
             checking_since=domain.checking_since,
             last_checked_at=domain.last_checked_at,
             claim_token=domain.claim_token,
+            pool=domain.pool,
         )
     )
 

@@ -13,7 +13,7 @@ from posthaste.storage.tables import streams
 
 
 def _stream(row: Any) -> Stream:
-    return Stream(row.id, row.team_id, row.name, row.type, row.created_at)
+    return Stream(row.id, row.team_id, row.name, row.type, row.created_at, row.pool)
 
 
 async def insert_stream(tx: Tx, stream: Stream) -> bool:
@@ -26,6 +26,7 @@ async def insert_stream(tx: Tx, stream: Stream) -> bool:
             name=stream.name,
             type=stream.type,
             created_at=stream.created_at,
+            pool=stream.pool,
         )
         .on_conflict_do_nothing()
     )
@@ -44,11 +45,12 @@ async def list_streams(tx: Tx, team_id: str) -> list[Stream]:
     return [_stream(r) for r in await tx.conn.execute(query)]
 
 
-async def rename_stream(tx: Tx, team_id: str, stream_id: str, name: str) -> bool:
+async def update_stream(tx: Tx, stream: Stream) -> bool:
+    """Write a stream's changeable fields (name, pool); False when the team has no such one."""
     query = (
         update(streams)
-        .where(streams.c.team_id == team_id, streams.c.id == stream_id)
-        .values(name=name)
+        .where(streams.c.team_id == stream.team_id, streams.c.id == stream.id)
+        .values(name=stream.name, pool=stream.pool)
     )
     return bool((await tx.conn.execute(query)).rowcount)
 

@@ -51,6 +51,8 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r"'attachments\[\d+\]\.content\[\d+\]' must be an integer from 0 to 255", "140.0"),
     # The regions are the deployment's configuration; GET /domains/regions lists them.
     (r"'region' must be one of: ", "regions are configured per deployment"),
+    # So are the IP pools; GET /pools lists them.
+    (r"'pool' must be one of: ", "pools are configured per deployment"),
 )
 _RULES = re.compile("|".join(f"(?:{pattern})" for pattern, _ in UNSTATABLE_RULES))
 

@@ -16,7 +16,7 @@ from posthaste.api.schemas.streams import (
     UpdateStreamRequest,
 )
 from posthaste.core.serialize import stream_record
-from posthaste.core.streams import parse_new_stream, parse_stream_name
+from posthaste.core.streams import parse_new_stream, parse_stream_changes
 
 router = APIRouter()
 
@@ -59,15 +59,15 @@ async def get_stream(stream_id: str, principal: FullPrincipal, services: Service
 @router.patch(
     "/streams/{stream_id}",
     tags=["streams"],
-    summary="Rename a message stream",
+    summary="Rename a message stream or choose its IP pool",
     responses={200: {"model": StreamRecord}, **ERRORS},
     openapi_extra=body_schema(UpdateStreamRequest),
 )
 async def update_stream(
     stream_id: str, principal: FullPrincipal, services: ServicesDep, body: JsonBody
 ) -> Response:
-    name = parse_stream_name(json_object(body).get("name"))
-    stream = await services.streams.rename(principal, stream_id, name)
+    changes = parse_stream_changes(json_object(body))
+    stream = await services.streams.update(principal, stream_id, changes)
     return json_response(stream_record(stream))
 
 

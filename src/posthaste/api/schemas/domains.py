@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import absent
+from posthaste.api.schemas.pools import PoolName
 
 
 class Capabilities(BaseModel):
@@ -69,6 +70,7 @@ class UpdateDomainRequest(BaseModel):
                     "receiving",
                     "capabilities",
                     "tracking_subdomain",
+                    "pool",
                 )
             ],
             "not": RECEIVING_DISAGREES,
@@ -88,6 +90,11 @@ class UpdateDomainRequest(BaseModel):
     capabilities: Capabilities = Field(
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
+    )
+    pool: PoolName | None = Field(
+        default=None,
+        description="The IP pool its mail leaves from with mx delivery when its stream names "
+        "none (see GET /pools); null for none",
     )
 
 
@@ -123,6 +130,7 @@ class DomainRecord(BaseModel):
     capabilities: Capabilities = Field(description="Resend's view of receiving")
     claimed: bool = Field(description="This team holds the confirmed claim on the name")
     last_checked_at: str | None
+    pool: str | None = Field(description="The IP pool its mail leaves from (mx delivery)")
 
 
 class DomainList(BaseModel):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import Name, absent
+from posthaste.api.schemas.pools import PoolName
 
 
 class CreateStreamRequest(BaseModel):
@@ -18,10 +19,23 @@ class CreateStreamRequest(BaseModel):
     )
     name: Name
     type: Literal["transactional", "broadcast"]
+    pool: PoolName | None = Field(
+        default=None,
+        description="The IP pool its mail leaves from with mx delivery (see GET /pools); "
+        "over the sending domain's pool",
+    )
 
 
 class UpdateStreamRequest(BaseModel):
-    name: Name
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": ["name"]}, {"required": ["pool"]}]}
+    )
+
+    name: Name = Field(default_factory=absent)
+    pool: PoolName | None = Field(
+        default=None,
+        description="The IP pool its mail leaves from with mx delivery; null for none",
+    )
 
 
 class StreamRecord(BaseModel):
@@ -30,6 +44,7 @@ class StreamRecord(BaseModel):
     name: str
     type: str
     created_at: str
+    pool: str | None
 
 
 class StreamList(BaseModel):

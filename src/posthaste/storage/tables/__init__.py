@@ -35,6 +35,7 @@ from posthaste.storage.tables.content import (
 from posthaste.storage.tables.destinations import (
     destination_replies,
     destinations,
+    pool_addresses,
 )
 from posthaste.storage.tables.domains import (
     delivery_attempts,
@@ -100,6 +101,7 @@ __all__ = [
     "idempotency_keys",
     "jobs",
     "metadata",
+    "pool_addresses",
     "rate_limits",
     "received_attachments",
     "received_emails",

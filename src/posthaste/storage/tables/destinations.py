@@ -1,4 +1,5 @@
-"""Deliverability: the receiving destinations' throttle and the replies behind it."""
+"""Deliverability: the receiving destinations' throttle and the replies behind it; the source
+addresses of IP pools and their daily counts."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ destinations = Table(
     # quickly, then probe above it slowly.
     Column("ceiling_us", BigInteger, nullable=False),
     Column("changed_at", MS, nullable=False),  # the last change of the pace
+    Column("updated_at", MS, nullable=False),
+)
+
+# Machine-wide, not team-owned: each source address of an IP pool (core/pools.py) with the
+# first UTC day it sent (its warm-up's day 0) and the messages it took on its latest day.
+pool_addresses = Table(
+    "pool_addresses",
+    metadata,
+    Column("address", String(45), primary_key=True),
+    Column("first_day", Integer, nullable=False),  # UTC days since 1970-01-01
+    Column("day", Integer, nullable=False),  # the day ``sent`` counts
+    Column("sent", Integer, nullable=False),
     Column("updated_at", MS, nullable=False),
 )
 

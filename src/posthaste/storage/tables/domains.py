@@ -37,6 +37,8 @@ domains = Table(
     Column("click_tracking", Boolean, nullable=False),
     Column("tls", String(16), nullable=False),
     Column("receiving", Boolean, nullable=False),
+    # The IP pool its mail leaves from (mx delivery) when the stream names none; None: none.
+    Column("pool", String(64), nullable=True),
     Column("created_at", MS, nullable=False),
     # Set while the domain counts as verified; the earliest one owns an unclaimed name.
     Column("verified_at", MS, nullable=True),

@@ -54,6 +54,8 @@ streams = Table(
     Column("name", String(200), nullable=False),
     Column("type", String(16), nullable=False),
     Column("created_at", MS, nullable=False),
+    # The IP pool its mail leaves from (mx delivery), over its sending domain's; None: none.
+    Column("pool", String(64), nullable=True),
 )
 
 blobs = Table(
