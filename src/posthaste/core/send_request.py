@@ -280,7 +280,8 @@ def _content(item: dict[str, Any], where: str) -> bytes:
             f"'{where}.content' is required: the file as a base64 string or an array of byte "
             "values (integers 0-255)."
         )
-    if compact_length(content) > (MAX_ATTACHMENT_BYTES * 4) // 3 + 4:
+    most = (MAX_ATTACHMENT_BYTES * 4) // 3 + 4
+    if len(content) > most and compact_length(content) > most:
         raise ValidationError(f"'{where}.content' is larger than the 18 MiB attachment budget.")
     try:
         return decode_base64(content)
