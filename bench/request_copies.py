@@ -1,12 +1,12 @@
 """``python -m bench.request_copies``: how many copies of its body one large request holds.
 
 In-process (no server): the API app of ``posthaste.api.app`` over SQLite (or ``--backend
-postgres``) takes one ``POST /emails`` with an attachment, one ``POST /emails/batch`` of two,
-and one relay submission of the same size over SMTP, while ``tracemalloc`` traces the
-process's Python allocations. The body reaches the app in 64 KiB chunks, as uvicorn hands it
-over. Reported per request: the body's size, the peak of traced memory above what was traced
-before the request, and that peak as a multiple of the body (the copies held at once).
-``--top`` also prints where the bytes held at the peak were allocated.
+postgres``) takes one ``POST /emails`` with an attachment, one ``POST /emails/batch`` of two
+(half the size each), and the relay one message with the attachment over SMTP (from a client
+in another process), while ``tracemalloc`` traces the process's Python allocations. The body
+reaches the app in 64 KiB chunks, as uvicorn hands it over. Reported per request: the body's
+size, the peak of traced memory above what was traced before the request, and that peak as a
+multiple of the body (the copies held at once).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import argparse
 import asyncio
 import base64
 import os
+import subprocess
+import sys
 import tempfile
 import tracemalloc
 import uuid
@@ -30,6 +32,8 @@ from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.api_keys import NewApiKey
 from posthaste.core.models import KeyMode
+from posthaste.smtp.relay import Listener, RelayServer
+from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.dialects import PostgresDialect, SqliteDialect
 from posthaste.storage.migrate import upgrade_to_head
 
@@ -86,7 +90,46 @@ async def measure(services: Services, megabytes: float) -> list[tuple[str, int, 
                 assert answer.status_code == 200, answer.text
 
             rows.append((f"POST {path}", len(body), await traced_peak(post)))
+        rows.append(await relay_row(services, key.token, size))
     return rows
+
+
+# The client runs in its own process: smtplib's copies of the message are not the relay's.
+CLIENT = """
+import email.message, email.policy, os, smtplib, ssl, sys
+port, cafile, key, size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+message = email.message.EmailMessage()
+message["From"], message["To"] = "bench@acme.test", "delivered@simulator.test"
+message["Subject"] = "Large"
+message.set_content("attached")
+message.add_attachment(os.urandom(size), maintype="application", subtype="octet-stream",
+                       filename="big.bin")
+raw = message.as_bytes(policy=email.policy.SMTP)
+with smtplib.SMTP("127.0.0.1", port, timeout=300) as client:
+    client.starttls(context=ssl.create_default_context(cafile=cafile))
+    client.login("posthaste", key)
+    client.sendmail("bench@acme.test", ["delivered@simulator.test"], raw)
+print(len(raw))
+"""
+
+
+async def relay_row(services: Services, key: str, size: int) -> tuple[str, int, int]:
+    """One message of the same attachment through the relay's DATA (STARTTLS, AUTH)."""
+    relay = RelayServer(services, "127.0.0.1", [Listener(0, False)])
+    await relay.start()
+    try:
+        cafile = str(services.settings.data_dir / CERT_FILENAME)
+        command = [sys.executable, "-c", CLIENT, str(relay.ports[0]), cafile, key, str(size)]
+        sent: list[int] = []
+
+        async def submit() -> None:
+            done = await asyncio.to_thread(subprocess.run, command, capture_output=True, check=True)
+            sent.append(int(done.stdout))
+
+        peak = await traced_peak(submit)
+    finally:
+        await relay.close()
+    return "relay DATA", sent[0], peak
 
 
 async def run(backend: server.Backend, megabytes: float) -> list[tuple[str, int, int]]:
