@@ -7,9 +7,11 @@ from typing import Annotated, Any
 import orjson
 from fastapi import Depends, Query, Request
 
+from posthaste.api.middleware import MAX_BODY_BYTES
 from posthaste.api.openapi import PAGE_LIMIT
 from posthaste.bootstrap import Services
 from posthaste.core.cursors import PageRequest, page_request
+from posthaste.core.large_bodies import NotJson, large_body_text, parse_large_json
 from posthaste.core.models import Permission, Principal
 from posthaste.errors import MissingApiKey, NotFound, RestrictedApiKey, ValidationError
 
@@ -47,10 +49,14 @@ FullPrincipal = Annotated[Principal, Depends(full_principal)]
 
 
 async def json_body(request: Request) -> Any:
-    """The parsed JSON body; malformed or empty JSON is a 422, never a 500."""
-    raw = await request.body()
-    if not raw.strip():
+    """The parsed JSON body; malformed or empty JSON is a 422, never a 500. A large body is
+    parsed from its text after its bytes were let go (``core.large_bodies``): two copies of
+    it at most, where orjson holds three."""
+    raw = await _received(request)
+    if not raw or raw.isspace():  # ``strip()`` would copy a large body
         raise ValidationError("The request body is empty; send a JSON document.")
+    if len(raw) >= LARGE_BODY_BYTES:
+        return _parsed_large(raw)
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -61,6 +67,60 @@ async def json_body(request: Request) -> Any:
 
 
 JsonBody = Annotated[Any, Depends(json_body)]
+
+LARGE_BODY_BYTES = 1024 * 1024
+
+
+async def _received(request: Request) -> bytearray:
+    """The body in one buffer of its own: not kept by the request (``Request.body()`` keeps
+    it until the response is sent), so that a large one can be let go once parsed. Sized by
+    ``Content-Length`` when there is one (a growing buffer reserves an eighth more)."""
+    body = bytearray(_declared_length(request))
+    filled = 0
+    async for chunk in request.stream():
+        body[filled : filled + len(chunk)] = chunk
+        filled += len(chunk)
+    del body[filled:]
+    return body
+
+
+def _declared_length(request: Request) -> int:
+    try:
+        declared = int(request.headers.get("content-length", "0"))
+    except ValueError:
+        return 0
+    return declared if 0 < declared <= MAX_BODY_BYTES else 0
+
+
+def _parsed_large(raw: bytearray) -> Any:
+    try:
+        text = large_body_text(raw)  # empties ``raw``
+        parsed = parse_large_json(text)
+    except NotJson as exc:
+        raise ValidationError(f"The request body is not valid JSON: {exc}.") from None
+    if text.escapes and "\\u0000" in text.text and _holds_nul(parsed):
+        raise ValidationError(NUL_REFUSED)
+    return parsed
+
+
+class Once:
+    """A parsed JSON body that a handler takes once: FastAPI holds every dependency's value
+    until the response is sent, and a large body's text should go as soon as it is read into
+    a request (its attachments decoded)."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def take(self) -> Any:
+        value, self._value = self._value, None
+        return value
+
+
+async def json_body_once(request: Request) -> Once:
+    return Once(await json_body(request))
+
+
+JsonBodyOnce = Annotated[Once, Depends(json_body_once)]
 
 # PostgreSQL's text cannot hold NUL, and no header, address or name needs it: refused everywhere,
 # on both backends, before anything is stored or looked up.

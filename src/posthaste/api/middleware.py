@@ -31,8 +31,8 @@ class BodyTooLarge(PayloadTooLarge):
 
 class MemoryBudget:
     """The bytes of large request bodies one process works on at once. A large body is held in
-    memory several times over while it is parsed, decoded and stored (a 25 MiB request costs
-    about four times that at its peak), so fifty at once would take gigabytes: beyond the
+    memory up to twice while it is parsed, decoded and stored (its text and what is parsed
+    from it), so fifty 25 MiB requests at once would take gigabytes: beyond the
     budget, a request waits for room (first come, first served), and after ``wait`` seconds it
     is answered 503 with ``Retry-After``. A body is always let in when nothing else is in
     flight, so one larger than the whole budget still gets through alone."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -33,5 +34,37 @@ def idempotency_key(value: str, fingerprint: str) -> IdempotencyKey:
 
 
 def body_fingerprint(body: object) -> str:
-    """A stable hash of a JSON request body, insensitive to key order and whitespace."""
-    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    """A stable hash of a JSON request body, insensitive to key order and whitespace: the
+    SHA-256 of ``orjson.dumps(body, option=OPT_SORT_KEYS)``, fed to the hash piece by piece so
+    that a large body is not written out whole (orjson reserves many times its size)."""
+    digest = hashlib.sha256()
+    _feed(digest, body, 0)
+    return digest.hexdigest()
+
+
+_WINDOW = 64 * 1024
+_SHALLOW = 64  # deeper containers are written whole (orjson refuses past 255 levels)
+
+
+def _feed(digest: Any, value: object, depth: int) -> None:
+    if isinstance(value, dict) and depth < _SHALLOW:
+        digest.update(b"{")
+        for index, key in enumerate(sorted(value)):
+            digest.update(b"," if index else b"")
+            _feed(digest, key, depth + 1)
+            digest.update(b":")
+            _feed(digest, value[key], depth + 1)
+        digest.update(b"}")
+    elif isinstance(value, list) and depth < _SHALLOW:
+        digest.update(b"[")
+        for index, item in enumerate(value):
+            digest.update(b"," if index else b"")
+            _feed(digest, item, depth + 1)
+        digest.update(b"]")
+    elif isinstance(value, str) and len(value) > _WINDOW:
+        digest.update(b'"')
+        for start in range(0, len(value), _WINDOW):
+            digest.update(orjson.dumps(value[start : start + _WINDOW])[1:-1])
+        digest.update(b'"')
+    else:
+        digest.update(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))

@@ -7,7 +7,6 @@ domain, suppression, quota) run later in ``services.sending``.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import mimetypes
 import re
@@ -17,6 +16,7 @@ from typing import Any
 from posthaste.core.addresses import Address, parse_address, parse_address_list
 from posthaste.core.headers import validate_custom_headers, validate_subject, validate_tags
 from posthaste.core.ids import parse_rfc3339
+from posthaste.core.large_bodies import compact_length, decode_base64
 from posthaste.core.models import Attachment
 from posthaste.errors import ValidationError
 
@@ -280,11 +280,11 @@ def _content(item: dict[str, Any], where: str) -> bytes:
             f"'{where}.content' is required: the file as a base64 string or an array of byte "
             "values (integers 0-255)."
         )
-    compact = "".join(content.split())
-    if len(compact) > (MAX_ATTACHMENT_BYTES * 4) // 3 + 4:
+    most = (MAX_ATTACHMENT_BYTES * 4) // 3 + 4
+    if len(content) > most and compact_length(content) > most:
         raise ValidationError(f"'{where}.content' is larger than the 18 MiB attachment budget.")
     try:
-        return base64.b64decode(compact, validate=True)
+        return decode_base64(content)
     except (binascii.Error, ValueError):
         raise ValidationError(f"'{where}.content' is not valid base64.") from None
 

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from posthaste.api.deps import (
     FullPrincipal,
     JsonBody,
+    JsonBodyOnce,
     ResendPage,
     SendingPrincipal,
     ServicesDep,
@@ -64,7 +65,7 @@ IDEMPOTENCY_KEY = r"^\s*[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$"
 async def send_email(
     principal: SendingPrincipal,
     services: ServicesDep,
-    body: JsonBody,
+    body: JsonBodyOnce,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -76,8 +77,10 @@ async def send_email(
         ),
     ] = None,
 ) -> Response:
-    key = None if idempotency_key is None else _idempotency_key(idempotency_key, body)
-    request = parse_send_request(body, now_ms())
+    fields = body.take()
+    key = None if idempotency_key is None else _idempotency_key(idempotency_key, fields)
+    request = parse_send_request(fields, now_ms())
+    del fields  # the body's text goes: a large request holds its attachments decoded, not both
     accepted = await services.sending.accept(principal.sender, Origin.API, request, idempotency=key)
     if isinstance(accepted, Replay):
         return Response(accepted.body, media_type="application/json")
@@ -93,16 +96,12 @@ async def send_email(
 async def send_batch(
     principal: SendingPrincipal,
     services: ServicesDep,
-    body: JsonBody,
+    body: JsonBodyOnce,
     batch_validation: Annotated[str | None, Header(alias="x-batch-validation")] = None,
 ) -> Response:
     # SPEC: the Idempotency-Key header is ignored here; batch items have no idempotency keys.
-    if not isinstance(body, list):
-        raise ValidationError("The batch body must be a JSON array of 1 to 100 email objects.")
-    if not 1 <= len(body) <= MAX_BATCH:
-        raise ValidationError(f"A batch holds 1 to {MAX_BATCH} emails; this one has {len(body)}.")
     now = now_ms()
-    items = [_parsed(item, now) for item in body]
+    items = _batch_items(body.take(), now)
     outcomes = await services.sending.accept_batch(principal.sender, Origin.BATCH, items)
     entries = [_batch_entry(i, o) for i, o in enumerate(outcomes)]
     result: dict[str, Any] = {"data": entries}
@@ -118,6 +117,15 @@ async def send_batch(
 def _idempotency_key(header: str, body: object) -> IdempotencyKey:
     """The ``Idempotency-Key`` header, guarding this exact body."""
     return idempotency_key(header, body_fingerprint(body))
+
+
+def _batch_items(body: object, now: int) -> list[SendRequest | PosthasteError]:
+    """Each item parsed; the body goes when this returns (nothing else holds it)."""
+    if not isinstance(body, list):
+        raise ValidationError("The batch body must be a JSON array of 1 to 100 email objects.")
+    if not 1 <= len(body) <= MAX_BATCH:
+        raise ValidationError(f"A batch holds 1 to {MAX_BATCH} emails; this one has {len(body)}.")
+    return [_parsed(item, now) for item in body]
 
 
 def _parsed(item: object, now: int) -> SendRequest | PosthasteError:
