@@ -40,3 +40,11 @@ def test_the_import_walkthrough_runs(server: RunningServer) -> None:
     assert bad_address.startswith("4 ") and "not-an-address" in bad_address
     assert bad_flag.startswith("5 ") and "unsubscribed" in bad_flag
     assert members == "cara@example.com dan@example.com"
+
+
+def test_the_broadcast_stream_walkthrough_runs(server: RunningServer) -> None:
+    env = {**server.env, "POSTHASTE_URL": server.url, "POSTHASTE_KEY": server.test_key}
+    script = bash_blocks(GUIDE, "<!-- stream:start -->", "<!-- stream:end -->")
+    clicked, unsubscribed, newsletter, receipt = run_script(script, server, env).splitlines()
+    assert (clicked, unsubscribed) == ("200", "True")
+    assert (newsletter, receipt) == ("422", "200")
