@@ -18,14 +18,22 @@ import pytest
 from posthaste.adapters.mta_sts_http import PolicyFetcher
 from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
-from posthaste.bootstrap import build_services
+from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import now_ms
-from posthaste.core.tls_reports import DAY_MS, REPORT_MEDIA_TYPE
+from posthaste.core.tls_reports import (
+    DAY_MS,
+    REPORT_MEDIA_TYPE,
+    PolicyType,
+    TlsCount,
+    TlsResult,
+    build_report,
+)
 from posthaste.storage import mta_sts as repo
 from tests.conftest import _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys
 from tests.dns_server import ZoneServer
+from tests.integration.test_cli import run_cli
 from tests.integration.test_smtp_delivery import KEY, Mailer
 from tests.mta_sts_server import PolicyServer, TestCa, running_policy_server
 from tests.openapi_check import checked_client
@@ -260,3 +268,26 @@ async def test_the_daily_report_counts_sessions_and_goes_to_the_https_rua(
         ]
         assert await counts(m) == {}  # the day is reported and its counts dropped
         assert len(sink.messages) == 2
+
+
+async def test_the_cli_lists_the_reports(settings: Settings, services: Services) -> None:
+    report = build_report(
+        "2026-11-26",
+        "example.com",
+        [TlsCount("2026-11-26", "example.com", PolicyType.NO_POLICY_FOUND, "", TlsResult.SUCCESS)],
+        organization="posthaste.test",
+        contact="postmaster@posthaste.test",
+    )
+    deliveries = [{"rua": "mailto:t@example.com", "status": "not_sent", "detail": "mailto"}]
+    async with services.db.transaction() as tx:
+        await repo.save_report(tx, "2026-11-26", "example.com", report, deliveries, now_ms())
+    listed = run_cli(settings, "tls-reports", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [stored] = json.loads(listed.stdout)["data"]
+    assert stored["report"] == report and stored["deliveries"] == deliveries
+    text = run_cli(settings, "tls-reports", "--day", "2026-11-26").stdout
+    assert text == (
+        "2026-11-26  example.com  no-policy-found  ok 1  failed 0"
+        "  -> mailto:t@example.com not_sent\n"
+    )
+    assert run_cli(settings, "tls-reports", "--day", "2026-11-25").stdout == ""
