@@ -102,6 +102,8 @@ class Connection:
     destination: Destination
     transactions: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    # TLS was up when the connection was ready (what the TLS reports count).
+    secured: bool = False
 
     @property
     def encrypted(self) -> bool:
@@ -111,7 +113,7 @@ class Connection:
     @property
     def verified(self) -> bool:
         """TLS is up and the server's certificate was verified for its host name."""
-        return self.destination.verify_tls and self.encrypted
+        return self.destination.verify_tls and self.secured
 
 
 TlsContextFactory = Callable[[bool], ssl.SSLContext]
@@ -179,7 +181,9 @@ async def open_connection(
     except Exception as exc:
         client.close()
         raise _unavailable(exc, transcript) from exc
-    return Connection(client, dest)
+    conn = Connection(client, dest)
+    conn.secured = conn.encrypted
+    return conn
 
 
 async def _handshake(

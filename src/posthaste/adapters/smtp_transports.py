@@ -425,7 +425,7 @@ class MxTransport:
             opened.clear()
             replies = await send(dest=plain)
         for conn in opened:
-            secure = conn.verified if conn.destination.verify_tls else conn.encrypted
+            secure = conn.verified if conn.destination.verify_tls else conn.secured
             result = TlsResult.SUCCESS if secure else TlsResult.STARTTLS_NOT_SUPPORTED
             _outcome(outcomes, result, host, address)
             if mode is StsMode.ENFORCE:
