@@ -113,7 +113,10 @@ async def counts(m: Mailer) -> dict[tuple[str, str], int]:
     async with m.services.db.read() as tx:
         days = await repo.counted_days(tx, "9999-12-31")
         found = [c for day in days for c in await repo.counts_of_day(tx, day)]
-    return {(str(c.result), c.mx_host): c.sessions for c in found}
+    summed: dict[tuple[str, str], int] = {}
+    for c in found:  # over the policy ids
+        summed[(str(c.result), c.mx_host)] = summed.get((str(c.result), c.mx_host), 0) + c.sessions
+    return summed
 
 
 async def test_enforce_delivers_over_verified_tls_and_caches_the_policy(
@@ -191,6 +194,9 @@ async def test_enforce_defers_without_verified_tls_and_testing_delivers(
         assert "MTA-STS testing: mx.example.com would be refused" in await transcript_of(
             m, email_id
         )
+        # Each session counted once, as the failure it would have been under the policy.
+        [(key, sessions)] = (await counts(m)).items()
+        assert key == (result, "mx.example.com") and sessions >= 2
 
 
 async def test_enforce_defers_when_no_mx_matches_and_a_failed_refresh_keeps_the_policy(

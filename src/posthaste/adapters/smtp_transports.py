@@ -422,8 +422,8 @@ class MxTransport:
                     transcript.note(f"MTA-STS enforce: {host} refused, TLS not verified")
                 raise
             transcript.note(f"MTA-STS testing: {host} would be refused; sending as without it")
-            opened.clear()
-            replies = await send(dest=plain)
+            # The failure is this session's outcome; the fallback is not another one.
+            return await send(dest=plain, opened=None)
         for conn in opened:
             secure = conn.verified if conn.destination.verify_tls else conn.secured
             result = TlsResult.SUCCESS if secure else TlsResult.STARTTLS_NOT_SUPPORTED
