@@ -158,12 +158,17 @@ def untrusted_certificate(world: World, tmp_path: Path) -> ssl.SSLContext:
     return server_context(*make_certificate(tmp_path))
 
 
+def expired_certificate(world: World, tmp_path: Path) -> ssl.SSLContext:
+    return world.ca.leaf(["mx.example.com"], expired=True)
+
+
 @pytest.mark.parametrize(
     ("server_tls", "result"),
     [
         (None, "starttls-not-supported"),
         (wrong_certificate, "certificate-host-mismatch"),
         (untrusted_certificate, "certificate-not-trusted"),
+        (expired_certificate, "certificate-expired"),
     ],
 )
 async def test_enforce_defers_without_verified_tls_and_testing_delivers(
