@@ -228,6 +228,22 @@ async def test_enforce_defers_when_no_mx_matches_and_a_failed_refresh_keeps_the_
         assert sink.messages == []
 
 
+async def test_testing_delivers_to_an_mx_outside_the_policy_and_counts_it(
+    settings: Settings, world: World
+) -> None:
+    world.web.policy = policy("testing", "mail.example.net")
+    tls = world.ca.leaf(["mx.example.com"])
+    async with running_sink(tls=tls) as sink, mx_mailer(settings, world, sink) as m:
+        email_id = await m.send(to="a@example.com")
+        await m.deliver()
+        assert (await m.get(f"/emails/{email_id}"))["status"] == "delivered"
+        assert "MTA-STS testing: mx.example.com not in the policy's mx" in await transcript_of(
+            m, email_id
+        )
+        assert await counts(m) == {("validation-failure", "mx.example.com"): 1}
+        assert [msg.tls for msg in sink.messages] == [True]
+
+
 async def test_a_policy_that_cannot_be_fetched_is_no_policy_and_is_reported(
     settings: Settings, world: World
 ) -> None:

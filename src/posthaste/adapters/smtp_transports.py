@@ -400,6 +400,11 @@ class MxTransport:
         )
         verified = dataclasses.replace(plain, tls_required=True, verify_tls=True)
         mode = decision.mode
+        if mode is StsMode.TESTING and not decision.allows(host):
+            _outcome(outcomes, TlsResult.VALIDATION_FAILURE, host, address)
+            return await send_through(
+                self.pool, self.options, plain, envelope, raw, transcript, final=True, most=most
+            )
         dest = verified if mode in (StsMode.ENFORCE, StsMode.TESTING) else plain
         opened: list[Connection] = []
         send = functools.partial(
@@ -465,10 +470,10 @@ def _policy_hosts(
     if others:
         names = ", ".join(others)
         transcript.note(f"MTA-STS {policy.mode}: {names} not in the policy's mx")
-    if policy.mode is StsMode.TESTING or allowed:
-        if others and policy.mode is StsMode.TESTING:
-            outcomes.extend(TlsOutcome(TlsResult.VALIDATION_FAILURE, h) for h in others)
-        return hosts if policy.mode is StsMode.TESTING else allowed
+    if policy.mode is StsMode.TESTING:
+        return hosts  # those not in the policy are counted as failures when tried
+    if allowed:
+        return allowed
     outcomes.extend(TlsOutcome(TlsResult.VALIDATION_FAILURE, h) for h in others)
     patterns = ", ".join(policy.mx)
     raise TlsFailure(

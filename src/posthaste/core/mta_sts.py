@@ -152,5 +152,9 @@ class StsDecision:
     def mode(self) -> StsMode:
         return self.policy.mode if self.policy is not None else StsMode.NONE
 
+    def allows(self, host: str) -> bool:
+        """Whether the policy (if any) lets mail go to MX ``host``."""
+        return self.policy is None or self.policy.matches(host)
+
 
 NO_POLICY = StsDecision()

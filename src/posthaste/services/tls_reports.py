@@ -84,7 +84,7 @@ class TlsReportService:
         for day in days:
             async with self.db.read() as tx:
                 counts = await repo.counts_of_day(tx, day)
-                made = {r.policy_domain for r in await repo.list_reports(tx, day, limit=1_000_000)}
+                made = await repo.reported_domains(tx, day)
             by_domain: dict[str, list[TlsCount]] = {}
             for count in counts:
                 by_domain.setdefault(count.policy_domain, []).append(count)

@@ -157,6 +157,12 @@ async def save_report(
     await tx.conn.execute(insert_for(tx, tls_reports).values(row).on_conflict_do_nothing())
 
 
+async def reported_domains(tx: Tx, day: str) -> set[str]:
+    """The domains whose report for ``day`` is made."""
+    query = select(tls_reports.c.policy_domain).where(tls_reports.c.day == day)
+    return set((await tx.conn.execute(query)).scalars())
+
+
 async def list_reports(tx: Tx, day: str | None = None, limit: int = 100) -> list[StoredReport]:
     """The newest first."""
     query = select(tls_reports).order_by(tls_reports.c.day.desc(), tls_reports.c.policy_domain)
