@@ -219,9 +219,9 @@ async def _starttls(
             server_hostname=dest.host, tls_context=options.tls_context(dest.verify_tls)
         )
     except Exception as exc:
-        failure = _certificate_failure(exc)
+        failure = _certificate_failure(exc) if dest.verify_tls else None
         if failure is None:
-            raise
+            raise  # unverified TLS that fails: a connection failure, as before
         transcript.note(f"TLS certificate of {dest.host} not valid: {failure[1]}")
         raise TlsFailure(
             451, f"4.7.5 TLS certificate of {dest.host} not valid: {failure[1]}", failure[0]
