@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from posthaste.adapters.dns import Resolver
 from posthaste.adapters.mta_sts_http import PolicyFetcher
 from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
@@ -28,7 +29,9 @@ from posthaste.core.tls_reports import (
     TlsCount,
     TlsResult,
     build_report,
+    day_start_ms,
 )
+from posthaste.services.tls_reports import TlsReportService
 from posthaste.storage import mta_sts as repo
 from tests.conftest import _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys
@@ -318,3 +321,32 @@ async def test_the_cli_lists_the_reports(settings: Settings, services: Services)
         "  -> mailto:t@example.com not_sent\n"
     )
     assert run_cli(settings, "tls-reports", "--day", "2026-11-25").stdout == ""
+
+
+async def test_a_day_waits_for_dns_then_is_given_up(
+    services: Services, world: World, tmp_path: Path
+) -> None:
+    count = TlsCount(
+        "2026-11-20", "example.com", PolicyType.NO_POLICY_FOUND, "", TlsResult.SUCCESS, "mx.x"
+    )
+    async with services.db.transaction() as tx:
+        await repo.add_counts(tx, [count, count])
+    fetcher = PolicyFetcher(world.zone.nameservers, ca_file=world.ca.ca_file, allow_private=True)
+    start = day_start_ms("2026-11-21")
+    reports = TlsReportService(
+        services.db,
+        Resolver(world.zone.nameservers, timeout=1.0),
+        fetcher,
+        "p.test",
+        clock=lambda: start,
+    )
+    world.zone.servfail = True
+    assert await reports.produce() is False  # tried again later
+    async with services.db.read() as tx:
+        [kept] = await repo.counts_of_day(tx, "2026-11-20")
+    assert kept.sessions == 2
+    reports.clock = lambda: start + 3 * DAY_MS
+    assert await reports.produce() is True  # given up after two days
+    async with services.db.read() as tx:
+        assert await repo.counts_of_day(tx, "2026-11-20") == []
+    assert await reports.list() == []

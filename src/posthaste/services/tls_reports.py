@@ -5,8 +5,8 @@ with counts, each policy domain publishing a ``v=TLSRPTv1`` record at ``_smtp._t
 gets one report, stored (``posthaste tls-reports``) and POSTed gzipped to each ``https:`` rua.
 ``mailto:`` rua are recorded as not sent: Posthaste sends mail only as a team's verified
 domain, and a report belongs to no team (docs/deliverability.md). A day whose reports could not
-all be made (a DNS failure) is kept and tried again an hour later; a report already made is
-not made twice.
+all be made (a DNS failure) is kept and tried again an hour later, for two days at most; a
+report already made is not made twice.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 REF = "tls-report:"
 AFTER_MIDNIGHT_MS = 10 * 60_000  # the run's time each day: 00:10 UTC
 RETRY_MS = 3_600_000
+GIVE_UP_AFTER_MS = 2 * DAY_MS  # a day not reported by then is given up
 
 
 class TlsReportService:
@@ -89,9 +90,12 @@ class TlsReportService:
             for count in counts:
                 by_domain.setdefault(count.policy_domain, []).append(count)
             day_done = True
+            # A domain whose record cannot be looked up for days no longer holds its day back.
+            patient = day >= day_of(self.clock() - GIVE_UP_AFTER_MS)
             for domain, group in by_domain.items():
                 if domain not in made:
-                    day_done = await self._report(day, domain, group) and day_done
+                    reported = await self._report(day, domain, group)
+                    day_done = (reported or not patient) and day_done
             if day_done:
                 async with self.db.transaction() as tx:
                     await repo.drop_day(tx, day)
