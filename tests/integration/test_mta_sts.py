@@ -151,6 +151,19 @@ async def test_enforce_delivers_over_verified_tls_and_caches_the_policy(
         await m.send(to="c@example.com")
         await m.deliver()
         assert world.web.fetches == 2 and len(sink.messages) == 3
+        # Past half its max_age, a policy in use is renewed; a failure keeps it in force.
+        later = now_ms() + 43_300_000
+        m.services.mta_sts.clock = lambda: later
+        world.web.status = 503
+        await m.send(to="d@example.com")
+        await m.deliver()
+        assert world.web.fetches == 3 and len(sink.messages) == 4
+        world.web.status = 200
+        await m.send(to="e@example.com")
+        await m.deliver()
+        async with m.services.db.read() as tx:
+            renewed = await repo.cached_policy(tx, "example.com")
+        assert world.web.fetches == 4 and renewed is not None and renewed.fetched_at == later
 
 
 def wrong_certificate(world: World, tmp_path: Path) -> ssl.SSLContext:

@@ -2,11 +2,12 @@
 
 ``policy_for`` reads the domain's ``_mta-sts`` TXT record at each delivery (remembered in this
 process for ``memo_seconds``) and applies the policy cached in the database while its
-``max_age`` lasts and the record's ``id`` is unchanged; otherwise it fetches the policy over
-HTTPS and caches it. A failed fetch keeps an unexpired cached policy in force (RFC 8461 §5.1);
-with none, the domain is treated as having no policy, and the failure is counted for its TLS
-report. ``record`` adds a delivery session's TLS outcomes to the day's counts
-(``services/tls_reports.py`` turns them into reports).
+``max_age`` lasts and the record's ``id`` is unchanged; otherwise (or once half its
+``max_age`` has passed, to renew it before it expires) it fetches the policy over HTTPS and
+caches it. A failed fetch keeps an unexpired cached policy in force (RFC 8461 §5.1); with none,
+the domain is treated as having no policy, and the failure is counted for its TLS report.
+``record`` adds a delivery session's TLS outcomes to the day's counts (``services/tls_reports.py``
+turns them into reports).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class MtaStsPolicies:
                 return NO_POLICY
             transcript.note(f"MTA-STS {domain}: cached policy until {format_ms(live.expires_at)}")
             return _decision(live.policy, live.record_id)
-        if live is not None and live.record_id == record.id:
+        if live is not None and live.record_id == record.id and not _half_spent(live, now):
             return _decision(live.policy, live.record_id)
         return await self._refresh(domain, record, live, transcript, now)
 
@@ -147,6 +148,12 @@ def session_counts(
         TlsCount(day, domain, kind, decision.record_id, result, host, ip, sessions, text)
         for (result, host, ip), sessions in merged.items()
     ]
+
+
+def _half_spent(cached: repo.CachedPolicy, now: int) -> bool:
+    """Past half its life: fetched again (a failure keeps it), so that a policy in use is
+    renewed well before it expires rather than at the moment an attacker may block the fetch."""
+    return now - cached.fetched_at > (cached.expires_at - cached.fetched_at) // 2
 
 
 def _decision(text: str, record_id: str) -> StsDecision:
