@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from posthaste.adapters.dkim_keys import KeyProviders
-from posthaste.adapters.dns import Resolver
+from posthaste.adapters.dns import Resolver, registered_domain
 from posthaste.adapters.mail_auth import MessageAuthenticator
+from posthaste.adapters.mta_sts_http import PolicyFetcher
 from posthaste.adapters.transports import TransportRegistry, build_transports
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
 from posthaste.config import Settings
@@ -47,6 +48,7 @@ from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.metrics import Metrics, MetricsService
+from posthaste.services.mta_sts import MtaStsPolicies
 from posthaste.services.pools import PoolQueries, PoolSources, StreamDomainPools
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.retention import RetentionService
@@ -58,6 +60,7 @@ from posthaste.services.suppressions import SuppressionService
 from posthaste.services.teams import TeamService
 from posthaste.services.template_content import TemplateContent
 from posthaste.services.templates import TemplateService
+from posthaste.services.tls_reports import TlsReportService
 from posthaste.services.topics import TopicService
 from posthaste.services.tracking import TrackingService
 from posthaste.services.unsubscribe import UnsubscribeService
@@ -102,6 +105,8 @@ class Services:
     automation_steps: StepRunner
     tracking: TrackingService
     retention: RetentionService
+    mta_sts: MtaStsPolicies
+    tls_reports: TlsReportService
     metrics: Metrics
     metrics_service: MetricsService
     destinations: DestinationQueries
@@ -163,6 +168,7 @@ def build_services(
     transports: TransportRegistry | None = None,
     tls_rules: TlsRules | None = None,
     tracking_rules: TrackingRules | None = None,
+    policy_fetcher: PolicyFetcher | None = None,
 ) -> Services:
     if settings.blob_store != "database":
         raise ConfigError("POSTHASTE_BLOB_STORE: only 'database' is available in this version")
@@ -173,6 +179,13 @@ def build_services(
     transports.pace_with(DestinationThrottle(db, settings.destinations))
     if settings.pools.any:
         transports.draw_from(PoolSources(db, settings.pools))
+    fetcher = policy_fetcher or PolicyFetcher(
+        settings.dns_nameservers,
+        ca_file=settings.tls_ca_file,
+        allow_private=settings.mta_sts_allow_private,
+    )
+    mta_sts = MtaStsPolicies(db, Resolver(settings.dns_nameservers), fetcher)
+    transports.secure_with(mta_sts)
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
     api_keys = ApiKeyService(db)
@@ -264,6 +277,13 @@ def build_services(
         automation_steps=StepRunner(db, sending),
         tracking=TrackingService(db, tracking),
         retention=RetentionService(db, settings.retention_days),
+        mta_sts=mta_sts,
+        tls_reports=TlsReportService(
+            db,
+            Resolver(settings.dns_nameservers),
+            fetcher,
+            registered_domain(settings.mx_host),
+        ),
         metrics=metrics,
         metrics_service=MetricsService(db, metrics, destinations, pools),
     )

@@ -1,5 +1,5 @@
-"""The ``posthaste`` command: serve, migrate, teams, keys, destinations, pools. The only place
-that parses argv."""
+"""The ``posthaste`` command: serve, migrate, teams, keys, destinations, pools,
+tls-reports. The only place that parses argv."""
 
 from __future__ import annotations
 
@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         "pools", help="the IP pools of mx delivery: addresses, warm-up day, cap and count today"
     )
     pools.add_argument("--json", action="store_true", help="as GET /pools shows")
+
+    reports = commands.add_parser(
+        "tls-reports", help="the daily TLS reports (RFC 8460) produced, newest day first"
+    )
+    reports.add_argument("--day", help="only the reports of this UTC day (YYYY-MM-DD)")
+    reports.add_argument("--limit", type=int, default=100)
+    reports.add_argument("--json", action="store_true", help="each report in full, with its rua")
     return parser
 
 
@@ -147,6 +154,8 @@ async def _dispatch(settings: Settings, args: argparse.Namespace) -> int:
             return await _destinations(services, args)
         if args.command == "pools":
             return await _pools(services, args)
+        if args.command == "tls-reports":
+            return await _tls_reports(services, args)
         return await _keys(services, args)
     finally:
         await services.close()
@@ -290,6 +299,33 @@ async def _pools(services: Services, args: argparse.Namespace) -> int:
             day = "unused" if a.warmup_day is None else f"day {a.warmup_day}"
             cap = "no cap" if a.cap is None else f"cap {a.cap}"
             print(f"    {a.address}  {day}  {cap}  sent today {a.sent_today}")
+    return 0
+
+
+async def _tls_reports(services: Services, args: argparse.Namespace) -> int:
+    stored = await services.tls_reports.list(args.day, args.limit)
+    if args.json:
+        data = [
+            {
+                "day": r.day,
+                "policy_domain": r.policy_domain,
+                "report": r.report,
+                "deliveries": r.deliveries,
+                "created_at": format_ms(r.created_at),
+            }
+            for r in stored
+        ]
+        print(json.dumps({"object": "list", "data": data}))
+        return 0
+    for r in stored:
+        sent = ", ".join(f"{d['rua']} {d['status']}" for d in r.deliveries)
+        for entry in r.report.get("policies", []):
+            summary = entry["summary"]
+            print(
+                f"{r.day}  {r.policy_domain}  {entry['policy']['policy-type']}  "
+                f"ok {summary['total-successful-session-count']}  "
+                f"failed {summary['total-failure-session-count']}  -> {sent}"
+            )
     return 0
 
 

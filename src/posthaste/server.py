@@ -154,6 +154,7 @@ async def serve(settings: Settings, supervised: Supervised | None = None) -> int
         if supervised is None:
             await announce_bootstrap(services)
             await services.retention.ensure_scheduled()
+            await services.tls_reports.ensure_scheduled()
         roles.start()
         await services.db.start_listening()
         settle_heap()
@@ -263,6 +264,7 @@ async def prepare(settings: Settings) -> int:
     try:
         await announce_bootstrap(services)
         await services.retention.ensure_scheduled()
+        await services.tls_reports.ensure_scheduled()
     finally:
         await services.close()
     if settings.smtp_relay_port or settings.smtp_relay_tls_port or settings.smtp_inbound_port:

@@ -156,6 +156,7 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
         JobKind.IMPORT_CONTACTS: services.contact_imports.run,
         JobKind.EXPAND_BROADCAST: services.broadcasts.expand,
         JobKind.PURGE: services.retention.purge,
+        JobKind.TLS_REPORT: services.tls_reports.run,
     }
 
 

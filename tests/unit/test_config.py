@@ -221,6 +221,17 @@ def test_webhook_allow_private_accepts_boolean_words(
     assert load(tmp_path, WEBHOOK_ALLOW_PRIVATE=value).webhook_allow_private is expected
 
 
+def test_tls_ca_file_must_exist_and_mta_sts_private_is_off_by_default(tmp_path: Path) -> None:
+    assert load(tmp_path).tls_ca_file is None
+    assert load(tmp_path).mta_sts_allow_private is False
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    settings = load(tmp_path, TLS_CA_FILE=str(bundle), MTA_STS_ALLOW_PRIVATE="yes")
+    assert settings.tls_ca_file == bundle and settings.mta_sts_allow_private is True
+    message = config_error(tmp_path, TLS_CA_FILE=str(tmp_path / "missing.pem"))
+    assert message.startswith("POSTHASTE_TLS_CA_FILE")
+
+
 def test_public_url_default_follows_host_and_port(tmp_path: Path) -> None:
     settings = load(tmp_path, HTTP_HOST="10.0.0.5", HTTP_PORT="9000")
     assert settings.public_url == "http://10.0.0.5:9000"

@@ -27,4 +27,5 @@ def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
         "expand_broadcast",
         "automation_step",
         "purge",
+        "tls_report",
     }

@@ -24,11 +24,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import aiosmtplib
 
 from posthaste.adapters.envelope import Envelope, RecipientReply
+from posthaste.core.tls_reports import TlsResult
 
 TlsMode = Literal["starttls", "implicit", "none"]
 _QUEUED_AS = re.compile(r"queued as\s+<?([^\s>;]+)", re.IGNORECASE)
@@ -71,6 +73,15 @@ class SmtpUnavailable(Exception):
         self.text = text
 
 
+class TlsFailure(SmtpUnavailable):
+    """TLS that was required could not be had: STARTTLS not offered, or the certificate did
+    not verify. ``result`` is its RFC 8460 result type (``core/tls_reports.py``)."""
+
+    def __init__(self, code: int, text: str, result: TlsResult) -> None:
+        super().__init__(code, text)
+        self.result = result
+
+
 @dataclass(frozen=True)
 class Destination:
     """Where to connect: ``host`` is shown in transcripts, ``address`` is dialled."""
@@ -100,11 +111,18 @@ class Connection:
     destination: Destination
     transactions: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    # TLS was up when the connection was ready (what the TLS reports count).
+    secured: bool = False
 
     @property
     def encrypted(self) -> bool:
         """TLS is up (implicit, or after STARTTLS)."""
         return self.client.get_transport_info("ssl_object") is not None
+
+    @property
+    def verified(self) -> bool:
+        """TLS is up and the server's certificate was verified for its host name."""
+        return self.destination.verify_tls and self.secured
 
 
 TlsContextFactory = Callable[[bool], ssl.SSLContext]
@@ -120,6 +138,21 @@ def default_tls_context(verify: bool) -> ssl.SSLContext:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def tls_context_for(ca_file: Path | None) -> TlsContextFactory:
+    """Verified contexts trusting ``ca_file`` (``POSTHASTE_TLS_CA_FILE``) when given, else
+    the system's CAs; unverified ones as ``default_tls_context``."""
+    if ca_file is None:
+        return default_tls_context
+
+    @functools.cache
+    def factory(verify: bool) -> ssl.SSLContext:
+        if not verify:
+            return default_tls_context(False)
+        return ssl.create_default_context(cafile=str(ca_file))
+
+    return factory
 
 
 @dataclass(frozen=True)
@@ -159,7 +192,9 @@ async def open_connection(
     except Exception as exc:
         client.close()
         raise _unavailable(exc, transcript) from exc
-    return Connection(client, dest)
+    conn = Connection(client, dest)
+    conn.secured = conn.encrypted
+    return conn
 
 
 async def _handshake(
@@ -170,16 +205,59 @@ async def _handshake(
     if dest.tls == "starttls":
         if client.supports_extension("starttls"):
             transcript.command("STARTTLS")
-            reply = await client.starttls(tls_context=options.tls_context(dest.verify_tls))
+            reply = await _starttls(client, dest, options, transcript)
             transcript.reply(reply.code, reply.message)
             await _ehlo(client, helo, transcript)
         elif dest.tls_required:
             transcript.note("STARTTLS required but not offered")
-            raise SmtpUnavailable(421, "4.7.10 TLS is required but the server did not offer it")
+            raise TlsFailure(
+                421,
+                "4.7.10 TLS is required but the server did not offer it",
+                TlsResult.STARTTLS_NOT_SUPPORTED,
+            )
     if dest.username is not None and dest.password is not None:
         transcript.command("AUTH (credentials hidden)")
         reply = await client.login(dest.username, dest.password)
         transcript.reply(reply.code, reply.message)
+
+
+async def _starttls(
+    client: aiosmtplib.SMTP, dest: Destination, options: ClientOptions, transcript: Transcript
+) -> aiosmtplib.SMTPResponse:
+    """STARTTLS, verifying the certificate for the host *name* when asked; a certificate that
+    does not verify is a ``TlsFailure`` naming why."""
+    try:
+        return await client.starttls(
+            server_hostname=dest.host, tls_context=options.tls_context(dest.verify_tls)
+        )
+    except Exception as exc:
+        failure = _certificate_failure(exc) if dest.verify_tls else None
+        if failure is None:
+            raise  # unverified TLS that fails: a connection failure, as before
+        transcript.note(f"TLS certificate of {dest.host} not valid: {failure[1]}")
+        raise TlsFailure(
+            451, f"4.7.5 TLS certificate of {dest.host} not valid: {failure[1]}", failure[0]
+        ) from exc
+
+
+_VERIFY_RESULTS = {
+    62: TlsResult.CERTIFICATE_HOST_MISMATCH,  # X509_V_ERR_HOSTNAME_MISMATCH
+    10: TlsResult.CERTIFICATE_EXPIRED,  # X509_V_ERR_CERT_HAS_EXPIRED
+}
+
+
+def _certificate_failure(exc: BaseException) -> tuple[TlsResult, str] | None:
+    """The RFC 8460 result and the reason when ``exc`` comes from a certificate that failed
+    verification (aiosmtplib wraps the ssl error); None for anything else."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            result = _VERIFY_RESULTS.get(seen.verify_code, TlsResult.CERTIFICATE_NOT_TRUSTED)
+            return result, seen.verify_message or str(seen)
+        if isinstance(seen, ssl.SSLError):
+            return TlsResult.VALIDATION_FAILURE, str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def _ehlo(client: aiosmtplib.SMTP, helo: str, transcript: Transcript) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import ipaddress
 import random
 from collections.abc import Sequence
@@ -22,15 +23,19 @@ from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply
 from posthaste.adapters.smtp_client import (
     MAX_TRANSACTIONS,
     ClientOptions,
+    Connection,
     ConnectionPool,
     Destination,
     SmtpUnavailable,
+    TlsFailure,
     Transcript,
     deliver,
     open_connection,
 )
 from posthaste.config import DeliveryTarget
 from posthaste.core.ids import now_ms
+from posthaste.core.mta_sts import NO_POLICY, StsDecision, StsMode, allowed_hosts
+from posthaste.core.tls_reports import TlsOutcome, TlsResult
 from posthaste.logs import SESSION_ID, logged_with
 
 
@@ -44,14 +49,19 @@ async def send_through(
     *,
     final: bool,
     most: int = MAX_TRANSACTIONS,
+    opened: list[Connection] | None = None,
 ) -> list[RecipientReply]:
     """One transaction to ``dest``, on an idle pooled connection when one is still alive; a
-    connection is closed once it has carried ``most`` messages."""
+    connection is closed once it has carried ``most`` messages. A new connection is added to
+    ``opened`` (its TLS is a session for the TLS reports)."""
     key = dest.idle_key
     async with pool.slot((dest.host, dest.port)):
         conn = pool.take_idle(key)
         if conn is not None and dest.tls_required and not conn.encrypted:
             conn.client.close()  # opened for mail that did not need TLS, and it has none
+            conn = None
+        if conn is not None and dest.tls_required and dest.verify_tls and not conn.verified:
+            conn.client.close()  # opportunistic TLS where a verified certificate is needed
             conn = None
         if conn is not None:
             transcript.note(f"reusing the connection to {dest.host}:{dest.port}")
@@ -63,6 +73,8 @@ async def send_through(
                 pool.give_back(key, conn, most)
                 return replies
         conn = await open_connection(dest, options, transcript)
+        if opened is not None:
+            opened.append(conn)
         try:
             replies = await deliver(conn, envelope, raw, transcript, final)
         except SmtpUnavailable:
@@ -154,6 +166,29 @@ class MachineAddress:
         return Source()
 
 
+class TlsPolicies(Protocol):
+    """Each recipient domain's MTA-STS policy, and the record of how its TLS sessions went
+    (``services/mta_sts.py``); every decision is noted in the transcript."""
+
+    async def policy_for(self, domain: str, transcript: Transcript) -> StsDecision: ...
+
+    async def record(
+        self, domain: str, decision: StsDecision, outcomes: Sequence[TlsOutcome]
+    ) -> None: ...
+
+
+class NoTlsPolicies:
+    """Opportunistic TLS everywhere, nothing recorded."""
+
+    async def policy_for(self, domain: str, transcript: Transcript) -> StsDecision:
+        return NO_POLICY
+
+    async def record(
+        self, domain: str, decision: StsDecision, outcomes: Sequence[TlsOutcome]
+    ) -> None:
+        return None
+
+
 def _everyone(recipients: Sequence[str], code: int, text: str, final: bool) -> list[RecipientReply]:
     return [RecipientReply(r, code, text, final) for r in recipients]
 
@@ -221,6 +256,7 @@ class MxTransport:
         self.rng = rng or random.Random()
         self.throttle: Throttle = throttle or Unthrottled()
         self.sources: SourcePicker = sources or MachineAddress()
+        self.tls_policies: TlsPolicies = NoTlsPolicies()
         # Connections open at once per destination (the policy's ``max_connections``).
         self._caps: dict[str, asyncio.Semaphore] = {}
 
@@ -250,13 +286,36 @@ class MxTransport:
         try:
             with logged_with(SESSION_ID, transcript.session_id):
                 destination, hosts = await self._route(domain, transcript)
-                replies, host = await self._paced(destination, hosts, part, raw, transcript)
+                replies, host = await self._secured(
+                    domain, destination, hosts, part, raw, transcript
+                )
         except SmtpUnavailable as exc:
             replies = _everyone(recipients, exc.code, exc.text, True)
         log = SessionLog(
             self.name, host, recipients, started, transcript.elapsed_ms(), transcript.lines
         )
         return replies, log
+
+    async def _secured(
+        self,
+        domain: str,
+        destination: str,
+        hosts: list[str],
+        envelope: Envelope,
+        raw: bytes,
+        transcript: Transcript,
+    ) -> tuple[list[RecipientReply], str | None]:
+        """The session under the domain's MTA-STS policy: with ``enforce``, only to the MX
+        hosts it names and over verified TLS; the TLS outcomes are recorded for the reports."""
+        decision = await self.tls_policies.policy_for(domain, transcript)
+        outcomes: list[TlsOutcome] = []
+        try:
+            hosts = _policy_hosts(domain, decision, hosts, transcript, outcomes)
+            return await self._paced(
+                destination, hosts, envelope, raw, transcript, decision, outcomes
+            )
+        finally:
+            await self.tls_policies.record(domain, decision, outcomes)
 
     async def _paced(
         self,
@@ -265,6 +324,8 @@ class MxTransport:
         envelope: Envelope,
         raw: bytes,
         transcript: Transcript,
+        decision: StsDecision = NO_POLICY,
+        outcomes: list[TlsOutcome] | None = None,
     ) -> tuple[list[RecipientReply], str | None]:
         """The session, when the destination's throttle lets it go; held mail is not sent."""
         admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
@@ -278,8 +339,10 @@ class MxTransport:
         try:
             async with cap:
                 replies, host = await self._try_hosts(
-                    hosts, envelope, raw, transcript, most, source
+                    hosts, envelope, raw, transcript, most, decision, outcomes, source
                 )
+        except TlsFailure:
+            raise  # our own policy's refusal: nothing for the throttle to learn
         except SmtpUnavailable as exc:
             until = await self.throttle.observe(destination, [], exc, transcript)
             if until is None:
@@ -320,6 +383,8 @@ class MxTransport:
         raw: bytes,
         transcript: Transcript,
         most: int = MAX_TRANSACTIONS,
+        decision: StsDecision = NO_POLICY,
+        outcomes: list[TlsOutcome] | None = None,
         source: Source = Source(),
     ) -> tuple[list[RecipientReply], str]:
         last = SmtpUnavailable(451, "4.4.4 No address found for the recipient's mail servers")
@@ -328,34 +393,82 @@ class MxTransport:
                 if not _reachable_from(source.address, address):
                     transcript.note(f"{host} at {address}: not reachable from {source.address}")
                     continue
-                dest = Destination(
-                    host,
-                    self.port,
-                    "starttls",
-                    address=address,
-                    tls_required=envelope.tls_required,
-                    verify_tls=False,
-                    source_address=source.address,
-                    helo=source.helo,
-                )
                 try:
-                    replies = await send_through(
-                        self.pool,
-                        self.options,
-                        dest,
-                        envelope,
-                        raw,
-                        transcript,
-                        final=True,
-                        most=most,
+                    replies = await self._try_address(
+                        host, address, envelope, raw, transcript, most, decision, outcomes, source
                     )
                 except SmtpUnavailable as exc:
                     last = exc
                     continue
                 return replies, host
+        if isinstance(last, TlsFailure):
+            raise last  # MTA-STS enforce: deferred, never sent without verified TLS
         # Every host failed before the transaction: always worth another try later.
         code = last.code if 400 <= last.code < 500 else 451
         raise SmtpUnavailable(code, last.text)
+
+    async def _try_address(
+        self,
+        host: str,
+        address: str,
+        envelope: Envelope,
+        raw: bytes,
+        transcript: Transcript,
+        most: int,
+        decision: StsDecision,
+        outcomes: list[TlsOutcome] | None,
+        source: Source = Source(),
+    ) -> list[RecipientReply]:
+        """One MX address: verified TLS first when the policy is ``enforce`` or ``testing``;
+        under ``testing`` a TLS failure is noted and the mail goes as it would without."""
+        plain = Destination(
+            host,
+            self.port,
+            "starttls",
+            address=address,
+            tls_required=envelope.tls_required,
+            verify_tls=False,
+            source_address=source.address,
+            helo=source.helo,
+        )
+        verified = dataclasses.replace(plain, tls_required=True, verify_tls=True)
+        mode = decision.mode
+        if mode is StsMode.TESTING and not decision.allows(host):
+            _outcome(outcomes, TlsResult.VALIDATION_FAILURE, host, address)
+            return await send_through(
+                self.pool, self.options, plain, envelope, raw, transcript, final=True, most=most
+            )
+        dest = verified if mode in (StsMode.ENFORCE, StsMode.TESTING) else plain
+        opened: list[Connection] = []
+        send = functools.partial(
+            send_through,
+            self.pool,
+            self.options,
+            envelope=envelope,
+            raw=raw,
+            transcript=transcript,
+            final=True,
+            most=most,
+            opened=opened,
+        )
+        try:
+            replies = await send(dest=dest)
+        except TlsFailure as exc:
+            _outcome(outcomes, exc.result, host, address)
+            if mode is not StsMode.TESTING:
+                if mode is StsMode.ENFORCE:
+                    transcript.note(f"MTA-STS enforce: {host} refused, TLS not verified")
+                raise
+            transcript.note(f"MTA-STS testing: {host} would be refused; sending as without it")
+            # The failure is this session's outcome; the fallback is not another one.
+            return await send(dest=plain, opened=None)
+        for conn in opened:
+            secure = conn.verified if conn.destination.verify_tls else conn.secured
+            result = TlsResult.SUCCESS if secure else TlsResult.STARTTLS_NOT_SUPPORTED
+            _outcome(outcomes, result, host, address)
+            if mode is StsMode.ENFORCE:
+                transcript.note(f"MTA-STS enforce: {host} over verified TLS")
+        return replies
 
     async def _addresses(self, host: str, transcript: Transcript) -> list[str]:
         try:
@@ -385,6 +498,41 @@ def _held(envelope: Envelope, until: int, reason: str) -> list[RecipientReply]:
         RecipientReply(r, 451, text, True, hold_until=until, held_unsent=True)
         for r in envelope.recipients
     ]
+
+
+def _outcome(outcomes: list[TlsOutcome] | None, result: TlsResult, host: str, address: str) -> None:
+    if outcomes is not None:
+        outcomes.append(TlsOutcome(result, host, address))
+
+
+def _policy_hosts(
+    domain: str,
+    decision: StsDecision,
+    hosts: list[str],
+    transcript: Transcript,
+    outcomes: list[TlsOutcome],
+) -> list[str]:
+    """The MX hosts mail may go to under the domain's policy: with ``enforce``, those its
+    ``mx`` lines match (none: deferred); with ``testing``, all, noting those that do not."""
+    policy = decision.policy
+    if policy is None or policy.mode is StsMode.NONE:
+        return hosts
+    allowed = allowed_hosts(policy, hosts)
+    others = [host for host in hosts if host not in allowed]
+    if others:
+        names = ", ".join(others)
+        transcript.note(f"MTA-STS {policy.mode}: {names} not in the policy's mx")
+    if policy.mode is StsMode.TESTING:
+        return hosts  # those not in the policy are counted as failures when tried
+    if allowed:
+        return allowed
+    outcomes.extend(TlsOutcome(TlsResult.VALIDATION_FAILURE, h) for h in others)
+    patterns = ", ".join(policy.mx)
+    raise TlsFailure(
+        451,
+        f"4.7.5 MTA-STS policy of {domain} (enforce, mx {patterns}) matches none of its MX hosts",
+        TlsResult.VALIDATION_FAILURE,
+    )
 
 
 def by_preference(records: Sequence[MxHost], rng: random.Random) -> list[str]:

@@ -18,7 +18,7 @@ from posthaste.adapters.smtp_client import (
     ClientOptions,
     ConnectionPool,
     TlsContextFactory,
-    default_tls_context,
+    tls_context_for,
 )
 from posthaste.adapters.smtp_transports import (
     MachineAddress,
@@ -26,6 +26,7 @@ from posthaste.adapters.smtp_transports import (
     SmarthostTransport,
     SourcePicker,
     Throttle,
+    TlsPolicies,
     Unthrottled,
 )
 from posthaste.config import DeliveryTarget, Settings
@@ -81,6 +82,12 @@ class TransportRegistry:
             return self.capture
         return self.by_region.get(region, self.capture)
 
+    def secure_with(self, policies: TlsPolicies) -> None:
+        """Let every ``mx`` transport apply MTA-STS through ``policies``."""
+        for transport in self.by_region.values():
+            if isinstance(transport, MxTransport):
+                transport.tls_policies = policies
+
     def pace_with(self, throttle: Throttle) -> None:
         """Let ``throttle`` pace every ``mx`` transport that has none of its own."""
         for transport in self.by_region.values():
@@ -102,11 +109,13 @@ class TransportRegistry:
 def build_transports(
     settings: Settings,
     *,
-    tls_context: TlsContextFactory = default_tls_context,
+    tls_context: TlsContextFactory | None = None,
     mx_port: int = 25,
     per_destination: int = 8,
 ) -> TransportRegistry:
-    """``tls_context`` and ``mx_port`` let tests trust their sink's certificate and port."""
+    """``tls_context`` and ``mx_port`` let tests trust their sink's certificate and port;
+    without ``tls_context``, verified TLS trusts ``POSTHASTE_TLS_CA_FILE`` (else the system)."""
+    tls_context = tls_context or tls_context_for(settings.tls_ca_file)
     capture = CaptureTransport()
     pool = ConnectionPool(per_destination)
     resolver = Resolver(settings.dns_nameservers)

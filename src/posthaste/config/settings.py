@@ -145,6 +145,11 @@ class Settings:
     webhook_jitter: float = 0.1
     webhook_timeout: float = 10.0
     webhook_allow_private: bool = False
+    # CA bundle for verified outbound TLS (MTA-STS policies and MX hosts, the smarthost);
+    # None: the system's CAs.
+    tls_ca_file: Path | None = None
+    # Fetch MTA-STS policies from loopback/private addresses too (tests, private networks).
+    mta_sts_allow_private: bool = False
     delivery_retry_schedule: tuple[float, ...] = parse_schedule("1m,5m,15m,30m,1h,2h,4h,8h,16h,24h")
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
     # Keys still accepted after a rotation (POSTHASTE_SECRET_KEY_PREVIOUS): open, never seal.
@@ -286,6 +291,8 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         webhook_jitter=get("webhook_jitter", parse_jitter, base.webhook_jitter),
         webhook_timeout=get("webhook_timeout", parse_positive_duration, base.webhook_timeout),
         webhook_allow_private=get("webhook_allow_private", parse_bool, base.webhook_allow_private),
+        tls_ca_file=get("tls_ca_file", parse_existing_file, None),
+        mta_sts_allow_private=get("mta_sts_allow_private", parse_bool, base.mta_sts_allow_private),
         delivery_retry_schedule=get(
             "delivery_retry_schedule", parse_schedule, base.delivery_retry_schedule
         ),

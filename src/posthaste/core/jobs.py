@@ -20,3 +20,4 @@ class JobKind(StrEnum):
         "automation_step"  # run the next step of an automation run (workers/automations.py)
     )
     PURGE = "purge"  # delete what is older than the retention period (workers/retention.py)
+    TLS_REPORT = "tls_report"  # the daily TLS reports, RFC 8460 (workers/tls_reports.py)

@@ -22,6 +22,7 @@ from posthaste.storage.tables import (
     events,
     received_attachments,
     received_emails,
+    tls_reports,
     webhook_attempts,
     webhook_deliveries,
     webhooks,
@@ -32,6 +33,7 @@ LOG_TABLES: tuple[tuple[Table, Column[Any]], ...] = (
     (events, events.c.id),
     (delivery_attempts, delivery_attempts.c.id),
     (webhook_attempts, webhook_attempts.c.id),
+    (tls_reports, tls_reports.c.id),
 )
 
 

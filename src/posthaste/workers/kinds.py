@@ -20,6 +20,7 @@ from posthaste.workers import (
     delivery,
     domain_checks,
     retention,
+    tls_reports,
 )
 from posthaste.workers.runner import BatchHandler, Handler
 
@@ -49,6 +50,7 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
         JobKind.EXPAND_BROADCAST: OneByOne(broadcasts.expand_broadcast),
         JobKind.AUTOMATION_STEP: Batched(automations.run_automation_steps),
         JobKind.PURGE: OneByOne(retention.purge),
+        JobKind.TLS_REPORT: OneByOne(tls_reports.tls_report),
     }
 )
 

@@ -47,6 +47,11 @@ from posthaste.storage.tables.inbound import (
     received_emails,
     received_recipients,
 )
+from posthaste.storage.tables.mta_sts import (
+    mta_sts_policies,
+    tls_report_counts,
+    tls_reports,
+)
 from posthaste.storage.tables.sending import (
     api_keys,
     attachments,
@@ -101,6 +106,7 @@ __all__ = [
     "idempotency_keys",
     "jobs",
     "metadata",
+    "mta_sts_policies",
     "pool_addresses",
     "rate_limits",
     "received_attachments",
@@ -113,6 +119,8 @@ __all__ = [
     "teams",
     "template_versions",
     "templates",
+    "tls_report_counts",
+    "tls_reports",
     "topics",
     "webhook_attempts",
     "webhook_deliveries",
