@@ -1,7 +1,7 @@
 """MTA-STS and TLS reporting: cached policies, daily TLS session counts, reports
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 Create Date: 2026-11-27
 """
 
