@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posthaste.api.schemas.common import Id, Mailbox, PersonName, Subject, TemplateRef, absent
 from posthaste.api.schemas.contacts import PROPERTY_KEYS, PropertyValue
-from posthaste.api.schemas.emails import TagIn, TagMap, TemplateRefIn, _any_case
+from posthaste.api.schemas.emails import TagIn, TagMap, TemplateRefIn, any_case
 from posthaste.core.automation_configs import (
     CONTACT_CREATED,
     CONTACT_FIELDS,
@@ -26,7 +26,7 @@ from posthaste.core.automation_configs import (
     VALUELESS,
 )
 
-_NOT_RESERVED = "|".join(_any_case(prefix).replace(".", "\\.") for prefix in RESERVED_PREFIXES)
+_NOT_RESERVED = "|".join(any_case(prefix).replace(".", "\\.") for prefix in RESERVED_PREFIXES)
 # A custom event's name (core.automation_configs.parse_event_name): not one of our families.
 CUSTOM_EVENT = f"^(?!{_NOT_RESERVED})[A-Za-z0-9][A-Za-z0-9_.:-]{{0,99}}$"
 # core.durations.parse_duration, surrounding spaces allowed; the bounds are in words.
@@ -60,7 +60,7 @@ def _event(pattern: str | dict[str, Any]) -> dict[str, Any]:
 _TRIGGER_EVENT = {
     "anyOf": [{"const": CONTACT_CREATED}, {"type": "string", "pattern": CUSTOM_EVENT}]
 }
-_EVENT_WORDS = "Or Resend's name for it, event_name"
+_EVENT_WORDS = "Resend's name for event, read when event is left out"
 
 
 class TriggerConfig(BaseModel):
