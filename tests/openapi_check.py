@@ -69,15 +69,17 @@ def _closed_components(document: dict[str, Any]) -> Any:
 
 
 def _closed(schema: Any) -> Any:
-    """``schema`` with ``additionalProperties: false`` wherever an object lists its
+    """``schema`` with ``additionalProperties: false`` wherever an object schema lists its
     ``properties`` and says nothing of others: a member the API returns and the document
-    omits is drift too."""
+    omits is drift too. (Not in a bare ``{"required": ..., "properties": ...}`` of an anyOf,
+    which speaks of some members only.)"""
     if isinstance(schema, list):
         return [_closed(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     closed = {key: _closed(item) for key, item in schema.items()}
-    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema:
+    described = isinstance(schema.get("properties"), dict) and schema.get("type") == "object"
+    if described and "additionalProperties" not in schema:
         closed["additionalProperties"] = False
     return closed
 

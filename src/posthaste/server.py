@@ -87,7 +87,7 @@ class Roles:
         if "api" in roles:
             self.api = _api_server(self.services)
             sockets = None if self.http_socket is None else [self.http_socket]
-            self.tasks.append(asyncio.create_task(self.api.serve(sockets), name="api"))
+            self.tasks.append(asyncio.create_task(_serve_api(self.api, sockets), name="api"))
         if "smtp" in roles:
             from posthaste.smtp.relay import RelayServer
 
@@ -224,6 +224,16 @@ async def _until_stopped(tasks: list[asyncio.Task[None]], *, lifeline: bool = Fa
 def _on_lifeline(stop: asyncio.Event) -> None:
     if not os.read(sys.stdin.fileno(), 512):  # end of file: the supervisor is gone
         stop.set()
+
+
+async def _serve_api(server: uvicorn.Server, sockets: list[socket.socket] | None) -> None:
+    from fastapi import FastAPI
+
+    from posthaste.api.app import warm_up
+
+    if isinstance(server.config.app, FastAPI):  # always: _api_server made it
+        await warm_up(server.config.app)
+    await server.serve(sockets)
 
 
 def _api_server(services: Services) -> uvicorn.Server:

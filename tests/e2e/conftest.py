@@ -51,14 +51,59 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 90  # a loaded machine starts a supervised tree slowly
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{log.read_text()}")
+            raise RuntimeError(f"server exited early:\n{log.read_text(errors='replace')}")
         try:
             if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"server did not become ready:\n{log.read_text()}")
+    raise RuntimeError(f"server did not become ready:\n{log.read_text(errors='replace')}")
+
+
+@dataclass
+class Serve:
+    """A ``posthaste serve`` process started by ``start_serve``."""
+
+    process: subprocess.Popen[bytes]
+    url: str  # its API ("" when it runs no API)
+    log: Path
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not ended within 30 s (off the event loop in an
+        async test: ``await asyncio.to_thread(serve.stop)``)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+
+
+def start_serve(
+    env: dict[str, str], *args: str, log: Path, cwd: Path | None = None, ready: bool = True
+) -> Serve:
+    """``posthaste serve *args`` with ``env``, its output appended to ``log``. With ``ready``,
+    returns once ``/readyz`` answers on the port of ``--port`` (else POSTHASTE_HTTP_PORT),
+    within 90 s; else it is stopped and a RuntimeError carries its log."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "posthaste.cli", "serve", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+        )
+    port = args[args.index("--port") + 1] if "--port" in args else env.get("POSTHASTE_HTTP_PORT")
+    serve = Serve(process, f"http://127.0.0.1:{port}" if port else "", log)
+    if ready:
+        try:
+            _wait_ready(serve.url, process, log)
+        except BaseException:
+            serve.stop()
+            raise
+    return serve
 
 
 @contextlib.contextmanager
@@ -117,27 +162,15 @@ def server(
             pytest.skip(f"PostgreSQL not reachable: {exc}")
         env["POSTHASTE_DATABASE_URL"] = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{database}"
         env["POSTHASTE_SECRET_KEY"] = SECRET
-    log = data_dir / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "posthaste.cli", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=data_dir.parent,
-        )
-    url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, process, log)
-        keys = _bootstrap_keys(data_dir)
-        # The tests poll as fast as they can: the first run's team has no rate limit to lift.
-        yield RunningServer(url, data_dir, keys["live"], keys["test"], env)
-    finally:
-        process.terminate()
+        serve = start_serve(env, log=data_dir / "server.log", cwd=data_dir.parent)
         try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            keys = _bootstrap_keys(data_dir)
+            # The tests poll as fast as they can: the first run's team has no rate limit to lift.
+            yield RunningServer(serve.url, data_dir, keys["live"], keys["test"], env)
+        finally:
+            serve.stop()
+    finally:
         if database:
             asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import SECRET
 from tests.dns_server import ZoneServer, running_zone
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port
+from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, start_serve
 from tests.e2e.load import Load, until, verify_sender_domain
 from tests.pg_cluster import Cluster, private_cluster
 from tests.smtp_sink import Sink, running_sink
@@ -48,7 +46,8 @@ async def test_a_database_restart_under_load_answers_503_and_loses_nothing(
     await conn.close()
     sink = Sink()
     async with running_sink(sink):
-        server, url, env = await asyncio.to_thread(start_server, cluster, dns_host, sink, tmp_path)
+        server, env = await asyncio.to_thread(start_server, cluster, dns_host, sink, tmp_path)
+        url = server.url
         try:
             key = _bootstrap_keys(tmp_path / "data")["live"]
             await verify_sender_domain(url, key, dns_host)
@@ -85,13 +84,12 @@ async def test_a_database_restart_under_load_answers_503_and_loses_nothing(
             print((tmp_path / "data" / "server.log").read_text())
             raise
         finally:
-            server.terminate()
-            await asyncio.to_thread(server.wait, 15)
+            await asyncio.to_thread(server.stop)
 
 
 def start_server(
     cluster: Cluster, dns_host: ZoneServer, sink: Sink, tmp_path: Path
-) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+) -> tuple[Serve, dict[str, str]]:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     port = free_port()
@@ -112,15 +110,4 @@ def start_server(
         "POSTHASTE_LOG_LEVEL": "warning",
         "POSTHASTE_PROCESSES": "1",
     }
-    log = data_dir / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "posthaste.cli", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
-    url = f"http://127.0.0.1:{port}"
-    _wait_ready(url, process, log)
-    return process, url, env
+    return start_serve(env, log=data_dir / "server.log", cwd=tmp_path), env

@@ -12,14 +12,12 @@ import asyncio
 import os
 import resource
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port
+from tests.e2e.conftest import _bootstrap_keys, free_port, start_serve
 
 BODY = "x" * 200_000  # each email adds about this much to the database
 
@@ -40,13 +38,9 @@ async def test_a_full_disk_answers_503_and_recovers(tmp_path: Path) -> None:
         "POSTHASTE_LOG_LEVEL": "warning",
     }
     log = tmp_path / "server.log"  # outside the limit's reach: written by this process's file
-    with log.open("wb") as out:
-        server = subprocess.Popen(  # noqa: ASYNC220 - starts at once; waited for below, off-loop
-            [sys.executable, "-m", "posthaste.cli", "serve"], env=env, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
+    serve = await asyncio.to_thread(start_serve, env, log=log)
+    server, url = serve.process, serve.url
     try:
-        await asyncio.to_thread(_wait_ready, url, server, log)
         key = _bootstrap_keys(data_dir)["test"]
         db = data_dir / "posthaste.db"
         room = sum(p.stat().st_size for p in data_dir.glob("posthaste.db*")) + 2_000_000
@@ -79,8 +73,7 @@ async def test_a_full_disk_answers_503_and_recovers(tmp_path: Path) -> None:
             for email_id in accepted:  # everything acknowledged is there and readable
                 record = await http.get(f"/emails/{email_id}")
                 assert record.status_code == 200 and record.json()["text"] == BODY
-        server.terminate()
-        await asyncio.to_thread(server.wait, 30)
+        await asyncio.to_thread(serve.stop)
         with sqlite3.connect(db) as check:
             assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
             count = check.execute("SELECT count(*) FROM emails").fetchone()[0]
@@ -89,8 +82,7 @@ async def test_a_full_disk_answers_503_and_recovers(tmp_path: Path) -> None:
         print(log.read_text(errors="replace"))
         raise
     finally:
-        if server.poll() is None:
-            server.kill()
+        await asyncio.to_thread(serve.stop)
 
 
 async def _eventually_accepts(send: object) -> bool:

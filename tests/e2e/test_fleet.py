@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import SECRET
 from tests.dns_server import ZoneServer, running_zone
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port, fresh_pg_database
+from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, fresh_pg_database, start_serve
 from tests.e2e.load import Load, until, verify_sender_domain
 from tests.e2e.test_crash_under_load import sent_events
 from tests.smtp_sink import Sink, running_sink
@@ -41,21 +39,16 @@ def database_url() -> Iterator[str]:
         yield url
 
 
-def launch(env: dict[str, str], role: str, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "posthaste.cli", "serve", "--role", role],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+def launch(env: dict[str, str], role: str, log: Path) -> Serve:
+    """``serve --role role``; an API process once it is ready."""
+    return start_serve(env, "--role", role, log=log, ready=role == "api")
 
 
 async def test_a_fleet_delivers_everything_while_a_worker_is_killed(
     database_url: str, dns_host: ZoneServer, tmp_path: Path
 ) -> None:
     sink = Sink()
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: list[Serve] = []
     log = tmp_path / "fleet.log"
     async with running_sink(sink), running_receiver() as receiver:
         base = {
@@ -78,10 +71,8 @@ async def test_a_fleet_delivers_everything_while_a_worker_is_killed(
             for _ in range(2):  # the first makes the schema, the team and its keys
                 port = free_port()
                 env = {**base, "POSTHASTE_HTTP_PORT": str(port)}
-                processes.append(launch(env, "api", log))
-                url = f"http://127.0.0.1:{port}"
-                await asyncio.to_thread(_wait_ready, url, processes[-1], log)
-                urls.append(url)
+                processes.append(await asyncio.to_thread(launch, env, "api", log))
+                urls.append(processes[-1].url)
             relay = launch({**base, "POSTHASTE_HTTP_PORT": str(free_port())}, "smtp", log)
             workers = [launch(base, "worker", log) for _ in range(2)]
             processes += [relay, *workers]
@@ -110,7 +101,7 @@ async def test_a_fleet_delivers_everything_while_a_worker_is_killed(
                 return {**first.accepted, **second.accepted}
 
             await until(lambda: len(sink.messages) >= 10, "deliveries before the kill", 120)
-            workers[0].send_signal(signal.SIGKILL)
+            workers[0].process.send_signal(signal.SIGKILL)
             target = len(accepted()) + 20
             await until(lambda: len(accepted()) >= target, "emails accepted after the kill", 120)
             first.stop.set()
@@ -135,8 +126,4 @@ async def test_a_fleet_delivers_everything_while_a_worker_is_killed(
             print(log.read_text(errors="replace"))
             raise
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.terminate()
-            for process in processes:
-                await asyncio.to_thread(process.wait, 30)
+            await asyncio.gather(*(asyncio.to_thread(p.stop) for p in processes))

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import SECRET
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port, fresh_pg_database
+from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, fresh_pg_database, start_serve
 
 RATE = 10  # requests per second; the burst is twice that
 
@@ -29,18 +29,8 @@ def database_env() -> Iterator[dict[str, str]]:
         yield {"POSTHASTE_DATABASE_URL": url, "POSTHASTE_SECRET_KEY": SECRET}
 
 
-def api_process(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "posthaste.cli", "serve", "--role", "api", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    _wait_ready(url, process, log)
-    return process, url
+def api_process(env: dict[str, str], log: Path) -> Serve:
+    return start_serve(env, "--role", "api", "--port", str(free_port()), log=log)
 
 
 def test_two_api_processes_share_one_rate_limit(
@@ -52,7 +42,7 @@ def test_two_api_processes_share_one_rate_limit(
         "POSTHASTE_DATA_DIR": str(tmp_path),
         "POSTHASTE_LOG_LEVEL": "warning",
     }
-    first, first_url = api_process(env, tmp_path / "first.log")  # makes the schema and team
+    first = api_process(env, tmp_path / "first.log")  # makes the schema and team
     processes = [first]
     try:
         key = _bootstrap_keys(tmp_path)["test"]
@@ -65,13 +55,12 @@ def test_two_api_processes_share_one_rate_limit(
             timeout=60,
         )
         assert limited.returncode == 0, limited.stderr
-        second, second_url = api_process(env, tmp_path / "second.log")
+        second = api_process(env, tmp_path / "second.log")
         processes.append(second)
-        answers = asyncio.run(hammer([first_url, second_url], key, seconds=3.0))
+        answers = asyncio.run(hammer([first.url, second.url], key, seconds=3.0))
     finally:
         for process in processes:
-            process.terminate()
-            process.wait(30)
+            process.stop()
     elapsed = max(a[0] for a in answers) - min(a[0] for a in answers)
     answers = [a for a in answers if a[2] >= 0]
     ok = [a for a in answers if a[1] == 200]

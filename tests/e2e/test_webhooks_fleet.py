@@ -11,7 +11,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import orjson
@@ -19,7 +18,7 @@ import pytest
 from standardwebhooks import Webhook as StandardWebhook
 
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
-from tests.e2e.conftest import _bootstrap_keys, _wait_ready, free_port
+from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, start_serve
 from tests.webhook_receiver import eventually, running_receiver
 
 
@@ -27,17 +26,6 @@ from tests.webhook_receiver import eventually, running_receiver
 class Fleet:
     url: str
     key: str
-
-
-def _start(role: str, env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "posthaste.cli", "serve", "--role", role],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-        )
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -60,13 +48,14 @@ def fleet(
         asyncio.run(_pg_admin(f'CREATE DATABASE "{database}"'))
         env["POSTHASTE_DATABASE_URL"] = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{database}"
         env["POSTHASTE_SECRET_KEY"] = SECRET
-    processes = []
+    processes: list[Serve] = []
     try:
-        api = _start("api", env, data_dir.parent, data_dir / "api.log")
+        api = start_serve(env, "--role", "api", log=data_dir / "api.log", cwd=data_dir.parent)
         processes.append(api)
-        url = f"http://127.0.0.1:{port}"
-        _wait_ready(url, api, data_dir / "api.log")
-        processes.append(_start("worker", env, data_dir.parent, data_dir / "worker.log"))
+        worker_log = data_dir / "worker.log"
+        processes.append(
+            start_serve(env, "--role", "worker", log=worker_log, cwd=data_dir.parent, ready=False)
+        )
         lift = ["teams", "update", "default", "--rate-limit", "0"]
         subprocess.run(
             [sys.executable, "-m", "posthaste.cli", *lift],
@@ -75,14 +64,10 @@ def fleet(
             capture_output=True,
             cwd=data_dir.parent,
         )
-        yield Fleet(url, _bootstrap_keys(data_dir)["test"])  # test mode: any from-domain
+        yield Fleet(api.url, _bootstrap_keys(data_dir)["test"])  # test mode: any from-domain
     finally:
         for process in processes:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.stop()
         if database:
             asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 from posthaste.bootstrap import Services
 from tests.conftest import Tenant, make_tenant
@@ -227,3 +228,69 @@ async def test_bodies_that_are_no_graph_are_422(
 ) -> None:
     response = await client.post("/automations", json=body, headers=tenant.headers())
     assert response.status_code == 422
+
+
+# The rules a JSON schema cannot state: they stay 422s, described in words (keys and steps are
+# data: which exist, how they connect).
+UNSTATABLE = (
+    "exactly one 'trigger'",
+    "not reachable",
+    "cycle",
+    "not one of your segments",
+    "was not found",
+    "leads on with",
+    "'condition_met' or 'condition_not_met'",
+    "already has a",
+    "nothing may lead into",
+    "'connections[3].to'",
+    "used by another step",
+)
+
+
+async def test_the_document_refuses_every_graph_rule_it_can_state(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    """/openapi.json accepts the graphs the API accepts, and refuses each broken one but for the
+    rules a schema cannot state (schemathesis checks the rest: tests/e2e/test_fuzz_api.py)."""
+    document = (await client.get("/openapi.json")).json()
+    schema = {"$ref": "#/components/schemas/CreateAutomationRequest"}
+    root = {**schema, "components": document["components"]}
+    segment_id = await segment(client, tenant)
+    for good in ({"name": "A", **graph(segment_id)}, every_step_type(segment_id)):
+        assert list(Draft202012Validator(root).iter_errors(good)) == [], good
+        assert (await create(client, tenant, good)).status_code == 201
+    for named, body in broken(segment_id):
+        refused = list(Draft202012Validator(root).iter_errors(body))
+        assert (refused == []) == any(rule in named for rule in UNSTATABLE), (named, body)
+
+
+def every_step_type(segment_id: str) -> dict[str, Any]:
+    rule = {"field": "event.plan", "operator": "eq", "value": "pro"}
+    nested = {"type": "or", "rules": [{"field": "contact.email", "operator": "exists"}, rule]}
+    steps = [
+        ("start", "trigger", {"event_name": "order.paid"}),
+        ("wait", "wait_for_event", {"event": "order.shipped", "timeout": " 2.5d "}),
+        ("check", "condition", {"type": "and", "rules": [rule, nested]}),
+        ("mail", "send_email", {"from": "A <a@acme.test>", "subject": "Hi", "text": "x"}),
+        ("name", "contact_update", {"first_name": "Ann", "properties": {"plan": None}}),
+        ("pause", "delay", {"duration": "90"}),
+        ("join", "add_to_segment", {"segment_id": segment_id}),
+        ("leave", "remove_from_segment", {"segment_id": segment_id}),
+        ("forget", "contact_delete", {}),
+    ]
+    links = [
+        ("start", "wait", None),
+        ("wait", "check", "event_received"),
+        ("wait", "forget", "timeout"),
+        ("check", "mail", "condition_met"),
+        ("check", "leave", "condition_not_met"),
+        ("mail", "name", "default"),
+        ("name", "pause", None),
+        ("pause", "join", None),
+    ]
+    return {
+        "name": "Every step",
+        "status": None,
+        "steps": [{"key": k, "type": t, "config": c} for k, t, c in steps],
+        "connections": [{"from": a, "to": b, "type": t} for a, b, t in links],
+    }

@@ -2,7 +2,12 @@
 
 import pytest
 
-from posthaste.core.suppressions import parse_suppressed_address, parse_suppression_origin
+from posthaste.core.suppressions import (
+    parse_removal_refs,
+    parse_suppressed_address,
+    parse_suppression_body,
+    parse_suppression_origin,
+)
 from posthaste.errors import ValidationError
 
 
@@ -34,3 +39,20 @@ def test_the_origin_filter_is_one_of_the_origins_or_none() -> None:
     with pytest.raises(ValidationError) as refused:
         parse_suppression_origin("other")
     assert refused.value.message == "'origin' must be one of bounce, complaint, manual."
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"email": {}, "emails": ["a@example.com"]}, "Give 'email' or 'emails', not both."),
+        ({"emails": ["a@example.com"], "ids": None}, "Give 'emails' or 'ids'"),
+        ({"ids": None}, "'ids' must be a non-empty list"),
+    ],
+)
+def test_a_body_naming_both_forms_or_a_null_list_is_refused(
+    body: dict[str, object], message: str
+) -> None:
+    parse = parse_removal_refs if "ids" in body else parse_suppression_body
+    with pytest.raises(ValidationError) as refused:
+        parse(body)
+    assert refused.value.message.startswith(message)

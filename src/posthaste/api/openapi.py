@@ -95,7 +95,9 @@ _PARAM = re.compile(r"{(\w+)}")
 
 def add_links(paths: dict[str, Any]) -> None:
     """OpenAPI links from each create (``POST /things`` answering one record) to the operations
-    on that record (``/things/{id}...``): the record's ``id`` is their one path parameter."""
+    on that record (``/things/{id}...``): the record's ``id`` is their one path parameter. Not
+    to what a sub-resource's own POST makes (``GET /domains/{id}/claim`` exists once ``POST
+    /domains/{id}/claim`` made it): only to that POST."""
     for collection, operations in paths.items():
         created = _created_response(operations.get("post", {}))
         if created is None:
@@ -107,9 +109,25 @@ def add_links(paths: dict[str, Any]) -> None:
             }
             for path, name in _record_paths(paths, collection)
             for method, operation in paths[path].items()
+            if not _made_later(paths, path, method, name)
         }
         if links:
             created["links"] = links
+
+
+def _made_later(paths: dict[str, Any], path: str, method: str, name: str) -> bool:
+    """Whether ``method path`` needs a sub-resource that a POST on it or above it makes: a path
+    below the record (``/domains/{domain_id}/claim...``) whose POST answers a record and that
+    takes other methods too."""
+    record, _, below = path.partition("{" + name + "}")
+    parts = [part for part in below.split("/") if part]
+    for depth in range(1, len(parts) + 1):
+        made = record + "{" + name + "}/" + "/".join(parts[:depth])
+        operations = paths.get(made, {})
+        own_post = "post" in operations and _created_response(operations["post"]) is not None
+        if own_post and len(operations) > 1 and (made, method) != (path, "post"):
+            return True
+    return False
 
 
 def _record_paths(paths: dict[str, Any], collection: str) -> list[tuple[str, str]]:

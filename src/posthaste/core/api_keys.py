@@ -32,7 +32,8 @@ def parse_new_api_key(fields: Mapping[str, object], caller_mode: KeyMode) -> New
     may create only test-mode keys (so a leaked test key cannot mint live ones)."""
     name = parse_key_name(fields)
     permission = _choice(fields.get("permission", "full_access"), Permission, "permission")
-    mode = _choice(fields.get("mode") or caller_mode.value, KeyMode, "mode")
+    given = fields.get("mode")  # left out or null: the caller's; not "" or false
+    mode = caller_mode if given is None else _choice(given, KeyMode, "mode")
     if caller_mode is KeyMode.TEST and mode is KeyMode.LIVE:
         raise ValidationError("A test-mode key can create only test-mode keys.")
     domain_id = fields.get("domain_id")
@@ -51,7 +52,9 @@ def parse_key_name(fields: Mapping[str, object]) -> str:
 
 def _choice(value: object, enum: type[_Choice], name: str) -> _Choice:
     try:
-        return enum(str(value))
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return enum(value)
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
         raise ValidationError(f"'{name}' must be one of: {allowed}.") from None

@@ -45,7 +45,7 @@ _EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 # Our own event families: a custom event may not take their names.
 RESERVED_PREFIXES = ("contact.", "email.", "domain.", "suppression.", "automation.")
 _SEND_FIELDS = ("from", "template", "subject", "html", "text", "data", "reply_to", "tags")
-_CONTACT_UPDATE_FIELDS = ("first_name", "last_name", "unsubscribed", "properties")
+CONTACT_UPDATE_FIELDS = ("first_name", "last_name", "unsubscribed", "properties")
 _FIELD = re.compile(r"(contact\.properties\.[A-Za-z_][A-Za-z0-9_-]*|event(\.[A-Za-z0-9_-]+)+)")
 STAND_IN_RECIPIENT = "contact@example.com"
 
@@ -181,7 +181,7 @@ def _known_field(field: str) -> bool:
 def _contact_update(config: Mapping[str, Any]) -> Config:
     if "email" in config:
         raise ValidationError("'email' cannot be changed by an automation.")
-    given = {k: config[k] for k in _CONTACT_UPDATE_FIELDS if k in config}
+    given = {k: config[k] for k in CONTACT_UPDATE_FIELDS if k in config}
     if not given:
         raise ValidationError(
             "Give at least one of 'first_name', 'last_name', 'unsubscribed', 'properties'."

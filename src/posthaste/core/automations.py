@@ -229,12 +229,7 @@ def _connection(item: object, where: str, steps: Mapping[str, Step]) -> Connecti
             raise ValidationError(f"'{where}.{end}' must be the key of one of the steps.")
         ends.append(key)
     source, target = ends
-    try:
-        branch = ConnectionType(item.get("type") or "default")
-    except ValueError:
-        raise ValidationError(
-            f"'{where}.type' must be one of: {', '.join(t.value for t in ConnectionType)}."
-        ) from None
+    branch = _branch(item.get("type"), where)
     allowed = branches_of(steps[source].type)
     if branch not in allowed:
         raise ValidationError(
@@ -244,6 +239,17 @@ def _connection(item: object, where: str, steps: Mapping[str, Step]) -> Connecti
     if steps[target].type is StepType.TRIGGER:
         raise ValidationError(f"'{where}': nothing may lead into the trigger {target!r}.")
     return Connection(source, target, branch)
+
+
+def _branch(given: object, where: str) -> ConnectionType:
+    """A connection's type: left out or null is ``default``; else the name of a branch."""
+    if given is None:
+        return ConnectionType.DEFAULT
+    if isinstance(given, str) and given in ConnectionType._value2member_map_:
+        return ConnectionType(given)
+    raise ValidationError(
+        f"'{where}.type' must be one of: {', '.join(t.value for t in ConnectionType)}."
+    )
 
 
 def _check_shape(graph: Graph) -> None:

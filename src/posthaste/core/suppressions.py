@@ -28,6 +28,8 @@ def parse_suppression_body(body: object) -> tuple[list[Address], bool]:
     """``POST /suppressions``: ``{email}`` (one), or a list: ``{emails: [...]}`` (Resend's
     batch form) or a JSON array of addresses or ``{email}`` objects. The addresses, and whether
     a list was given (it answers a list). Every entry is checked before anything is stored."""
+    if isinstance(body, dict) and "email" in body and "emails" in body:
+        raise ValidationError("Give 'email' or 'emails', not both.")
     if isinstance(body, dict) and "emails" not in body:
         return [parse_suppressed_address(body.get("email"))], False
     entries = body.get("emails") if isinstance(body, dict) else body
@@ -61,10 +63,10 @@ def _name(where: str, otherwise: str) -> str:
 
 def parse_removal_refs(body: dict[str, object]) -> list[str]:
     """Resend's batch remove: ``{emails: [...]}`` or ``{ids: [...]}`` (not both), 1 to 1,000."""
-    emails, ids = body.get("emails"), body.get("ids")
-    if (emails is None) == (ids is None):
+    if ("emails" in body) == ("ids" in body):
         raise ValidationError("Give 'emails' or 'ids': the suppressions to remove.")
-    if emails is not None:
+    emails, ids = body.get("emails"), body.get("ids")
+    if "emails" in body:
         return [a.lookup_key for a in parse_suppressed_addresses(emails)]
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise ValidationError("'ids' must be a non-empty list of suppression ids.")

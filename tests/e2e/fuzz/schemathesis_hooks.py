@@ -28,7 +28,9 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r".*(is|which is) not one of your ", "a reference names one of your records"),
     (r"Domain '.*' was not found; see GET /domains\.", "a reference names one of your domains"),
     (r"Template '.*' was not found; give the id or alias of one of your ", "ditto, a template"),
+    (r"Step '.*' \(send_email\): template '.*' was not found; give ", "ditto, in a graph"),
     (r"'contact_id' must be the id of one of your contacts\.", "ditto, a contact"),
+    (r"The stream '.*' does not exist; see GET /streams\.", "ditto, a stream"),
     # What DNS says at the moment of the request (a webhook host, a domain's claim record).
     (r"'endpoint' host .* does not resolve", "the endpoint's host must resolve"),
     (r"The claim record was not found", "the claim TXT record must be published first"),
@@ -42,6 +44,27 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r"'segments' must be JSON", "a form field's JSON is text to a schema"),
     # A stream created without an 'id' takes a slug of its name: the name must give one.
     (r"'id' must be a slug", "the id derived from the name must be a slug"),
+    # An automation's graph: its steps are data to the connections that name them, and a
+    # schema cannot say "unique by key", "one trigger", "reachable" or "no cycle".
+    (r"'steps\[\d+\]\.key' .* is used by another step\.", "keys are unique in the graph"),
+    (r"An automation has exactly one 'trigger' step", "one trigger among the steps"),
+    (r"'connections\[\d+\]\.(from|to)' must be the key of one of the steps", "a step's key"),
+    (r"'connections\[\d+\]': step .* already has a ", "one connection per branch of a step"),
+    (r"'connections\[\d+\]': a \w+ step \(.*\) leads on with ", "the branches of its type"),
+    (r"'connections\[\d+\]': nothing may lead into the trigger", "the trigger's key"),
+    (r"The connections form a cycle through step ", "no cycle"),
+    (r"Step .* is not reachable from the trigger", "every step reachable"),
+    # A duration's bounds (more than 0, at most 365 days) across its units and decimals: the
+    # pattern states its form, the description its bounds.
+    (
+        r"Step .* \((delay|wait_for_event)\): '(duration|timeout)'"
+        r"( must be more than 0 and at most 365 days|: expected a finite duration)",
+        "a duration's bounds",
+    ),
+    # Two fields that must hold the same value when both are given: a schema cannot compare.
+    (r"'attachments\[\d+\]\.content_id' and '.*inline_content_id' name the same thing", "equal"),
+    # Unique by one member: JSON Schema's uniqueItems compares whole items.
+    (r"'variables' declares '.*' more than once\.", "a template's variables by key"),
     # Relative to the clock: a schema states a format, not "within 30 days from now".
     (r"'scheduled_at' must be at most 30 days in the future", "a bound relative to now"),
     # A stream's type is data: mail on a broadcast stream has one recipient.

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from posthaste.api.schemas.automation_configs import AutomationStep
 from posthaste.api.schemas.common import Address, Id, Name, absent
 from posthaste.api.schemas.event_definitions import EVENT_NAME
+from posthaste.core.automations import MAX_CONNECTIONS, MAX_STEPS
 
 StepType = Literal[
     "trigger",
@@ -26,40 +28,47 @@ ConnectionType = Literal[
 RunStatus = Literal["running", "completed", "failed", "cancelled"]
 
 
-class AutomationStep(BaseModel):
-    key: str = Field(
-        pattern="^[A-Za-z0-9_-]{1,64}$",
-        description="1-64 letters, digits, '_' or '-', unique in the graph",
-    )
-    type: StepType
-    config: dict[str, Any] = Field(description="The step type's settings (docs/automations.md)")
-
-
 class AutomationConnection(BaseModel):
+    """Out of a condition lead condition_met and condition_not_met, out of a wait_for_event
+    event_received and timeout, out of any other step default: each at most once per step;
+    nothing leads into the trigger."""
+
     model_config = ConfigDict(populate_by_name=True)
 
     from_: str = Field(alias="from", description="The key of the step it leaves")
     to: str = Field(description="The key of the step it leads to")
-    type: ConnectionType = "default"
+    type: ConnectionType | None = Field(None, description="default when left out or null")
+
+
+Steps = Annotated[
+    list[AutomationStep],
+    Field(
+        min_length=1,
+        max_length=MAX_STEPS,
+        description="Exactly one trigger; every step reachable from it, and no cycle",
+    ),
+]
+Connections = Annotated[list[AutomationConnection], Field(max_length=MAX_CONNECTIONS)]
 
 
 class CreateAutomationRequest(BaseModel):
     name: Name = Field(examples=["Welcome series"])
-    status: Literal["enabled", "disabled"] = "disabled"
-    steps: list[AutomationStep] = Field(min_length=1, max_length=100)
-    connections: list[AutomationConnection] = []
+    status: Literal["enabled", "disabled"] | None = Field(None, description="Default: disabled")
+    steps: Steps
+    connections: Connections | None = None
 
 
 class UpdateAutomationRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [{"required": ["steps"]}, {"not": {"required": ["connections"]}}]
+        }
+    )
+
     name: Name = Field(default_factory=absent)
     status: Literal["enabled", "disabled"] = Field(default_factory=absent)
-    steps: list[AutomationStep] = Field(
-        default_factory=absent,
-        min_length=1,
-        max_length=100,
-        description="A new graph: a new version",
-    )
-    connections: list[AutomationConnection] | None = Field(None, description="With 'steps'")
+    steps: Steps = Field(default_factory=absent, description="A new graph: a new version")
+    connections: Connections | None = Field(None, description="Only with 'steps'")
 
 
 class AutomationRecord(BaseModel):

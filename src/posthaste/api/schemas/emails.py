@@ -29,16 +29,16 @@ TagMap = Annotated[
 ]
 
 
-def _any_case(name: str) -> str:
+def any_case(name: str) -> str:
     """``name`` (letters and '-') in a pattern that ignores case."""
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
 
 
 # RFC 5322 field names (printable ASCII but ':'), not one the service writes itself.
-_RESERVED = "|".join(_any_case(name) for name in sorted(RESERVED_HEADERS))
+_RESERVED = "|".join(any_case(name) for name in sorted(RESERVED_HEADERS))
 CUSTOM_HEADERS: dict[str, Any] = {
     "propertyNames": {
-        "pattern": f"^(?!({_RESERVED})$)(?!{_any_case(RESERVED_HEADER_PREFIX)})[!-9;-~]+$"
+        "pattern": f"^(?!({_RESERVED})$)(?!{any_case(RESERVED_HEADER_PREFIX)})[!-9;-~]+$"
     },
     "additionalProperties": {"type": "string", "pattern": HEADER_TEXT, "maxLength": 996},
     "maxProperties": 50,

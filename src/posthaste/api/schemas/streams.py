@@ -11,11 +11,11 @@ from posthaste.api.schemas.pools import PoolName
 
 
 class CreateStreamRequest(BaseModel):
-    id: str = Field(
-        default_factory=absent,
+    id: str | None = Field(
+        None,
         pattern="^[a-z0-9][a-z0-9_-]{0,63}$",
-        description="Slug; derived from the name when omitted (then the name must give one: "
-        "a letter or digit first)",
+        description="Slug; derived from the name when omitted or null (then the name must give "
+        "one: a letter or digit first)",
     )
     name: Name
     type: Literal["transactional", "broadcast"]

@@ -9,7 +9,10 @@ from posthaste.api.schemas.common import Address, absent
 
 class CreateSuppressionRequest(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"anyOf": [{"required": ["email"]}, {"required": ["emails"]}]}
+        json_schema_extra={
+            "anyOf": [{"required": ["email"]}, {"required": ["emails"]}],
+            "not": {"required": ["email", "emails"]},
+        }
     )
 
     """One address (``email``), or several (``emails``; a JSON array of addresses or of
