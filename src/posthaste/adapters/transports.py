@@ -9,7 +9,7 @@ recipient domain's MX hosts (``smtp_transports``). Test mode always uses ``captu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from posthaste.adapters.dns import Resolver
@@ -85,6 +85,20 @@ class TransportRegistry:
             if isinstance(transport, MxTransport) and isinstance(transport.throttle, Unthrottled):
                 transport.throttle = throttle
 
+    def holding(self) -> bool:
+        """Whether a transport knows a busy destination now (``held_until`` may hold mail)."""
+        return any(isinstance(t, MxTransport) and t.holding() for t in self.by_region.values())
+
+    def held_until(
+        self, region: str, test_mode: bool, recipients: Sequence[str], message_id: str
+    ) -> int | None:
+        """When to try mail to ``recipients`` again when its every destination is known to be
+        busy now (``MxTransport.held_until``); None to send it now."""
+        transport = self.for_email(region, test_mode)
+        if isinstance(transport, MxTransport):
+            return transport.held_until(recipients, message_id)
+        return None
+
     async def close(self) -> None:
         """Close the idle pooled SMTP connections."""
         if self.pool is not None:
@@ -101,7 +115,7 @@ def build_transports(
     """``tls_context`` and ``mx_port`` let tests trust their sink's certificate and port."""
     capture = CaptureTransport()
     pool = ConnectionPool(per_destination)
-    resolver = Resolver(settings.dns_nameservers)
+    resolver = Resolver(settings.dns_nameservers, cached=True)
     by_region: dict[str, Transport] = {}
     for region in settings.regions:
         options = ClientOptions(

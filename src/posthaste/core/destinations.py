@@ -32,10 +32,13 @@ BACKOFF_CAP_MS = 40_000
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
 # after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
-# rate that was too fast last time, then a hundredth of that rate per step (probing).
+# rate that was too fast last time, then a hundredth of that rate per step at most every
+# ``PROBE_EVERY_MS`` (probing: each probe that finds the limit costs a suspension, so they are
+# rare, and the rate stays just under the limit most of the time).
 INCREASE_FRACTION = 0.1
 CEILING_MARGIN = 0.9
 PROBE_FRACTION = 0.01
+PROBE_EVERY_MS = 5_000
 # The back-off count starts over when the last suspension ended this long ago.
 CALM_MS = 10_000
 INCREASE_EVERY_MS = 1_000
@@ -156,6 +159,27 @@ def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
     else:
         faster = rate + PROBE_FRACTION * US / ceiling_us
     return max(policy.interval_us, int(US / faster))
+
+
+def step_every_ms(interval_us: int, ceiling_us: int = 0) -> int:
+    """How long the rate stays put before the next step up: a second while it climbs back
+    towards 90 % of the rate that was too fast, ``PROBE_EVERY_MS`` once it probes beyond."""
+    if ceiling_us > 0 and US / interval_us >= CEILING_MARGIN * US / ceiling_us * 0.999:
+        return PROBE_EVERY_MS
+    return INCREASE_EVERY_MS
+
+
+def too_fast(interval_us: int, taken_us: int) -> int:
+    """The pace that drew a "slow down": the one set, or the one the fleet actually took when
+    that was slower (workers that cannot keep up with the rate set send less than it; halving
+    a rate nobody reaches would not slow anything down). ``taken_us`` 0: unknown."""
+    return max(interval_us, taken_us)
+
+
+def in_use(interval_us: int, taken_us: int) -> bool:
+    """Whether the fleet takes most of the rate set (at least 80 %): only then does steady
+    success say anything about a faster one."""
+    return taken_us > 0 and taken_us * 4 <= interval_us * 5
 
 
 def strikes_after(strikes: int, suspended_until: int, now_ms: int) -> int:
