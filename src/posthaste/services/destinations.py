@@ -110,6 +110,7 @@ class DestinationThrottle:
         # Statements on the destinations' rows, and sessions let through: what a slot costs.
         self.claims = 0
         self.admitted = 0
+        self.holds = 0  # mail held back: before its start (``held_until``) or at ``admit``
 
     def _policy(self, destination: str) -> Policy:
         found = self._policies.get(destination)
@@ -257,6 +258,7 @@ class DestinationThrottle:
     def _hold(self, local: _Local, at: int, reason: str) -> Admission:
         """Hold until ``at`` or later: the mail this process holds comes back spread at the
         destination's pace, not all at once, so each is held about once."""
+        self.holds += 1
         at_us = at * 1000
         spread_us = min(local.queued(at) * max(local.interval_us, 1), HOLD_SPREAD_MS * 1000)
         start_us = at_us + spread_us
