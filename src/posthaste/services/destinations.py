@@ -5,10 +5,13 @@ the destination's pace: from a block of slots this process claimed in one statem
 (``storage/destinations.claim_slots``), so a busy destination costs one statement per block
 and not per message; it waits for a slot less than ``horizon`` away, and holds the mail (not
 sent, the job rescheduled, no attempt counted) when the destination is suspended or its slots
-are promised further ahead than that. After the session it reads the replies: a "slow down"
-(``core/destinations.is_slow_down``, or a burst of failed connections) halves the rate and
-suspends the destination with a jittered back-off that grows with repeats; steady success
-raises the rate a step at a time back to the policy's. Every decision goes in the transcript.
+are promised further ahead than that; once it knows that, ``held_until`` answers without a
+statement, so the delivery service holds such mail before starting it. After the session it
+reads the replies: a "slow down" (``core/destinations.is_slow_down``, or a burst of failed
+connections) halves the pace the fleet actually took (each claim reports the sessions let
+through since the last) and suspends the destination with a jittered back-off that grows with
+repeats; steady success raises the rate a step at a time back to the policy's while the fleet
+uses it. Every decision goes in the transcript.
 
 ``DestinationQueries`` shows the destinations (``GET /destinations``, ``posthaste
 destinations``): machine-wide figures, no team's data.
