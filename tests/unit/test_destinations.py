@@ -86,8 +86,8 @@ def test_the_climb_slows_near_the_rate_that_was_too_fast() -> None:
     rates = [25.0]
     for _ in range(6):
         rates.append(rules.US / rules.raised(int(rules.US / rates[-1]), policy, ceiling))
-    # +20/s a step up to 45/s (90 % of 50/s), then +0.5/s a step: probing.
-    assert round(rates[1]) == 45
+    # +20/s a step up to 40/s (80 % of 50/s), then +0.5/s a step: probing.
+    assert round(rates[1]) == 40
     assert all(0.45 < b - a < 0.55 for a, b in itertools.pairwise(rates[1:]))
 
 

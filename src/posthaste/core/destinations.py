@@ -31,12 +31,12 @@ BACKOFF_CAP_MS = 40_000
 # The rate never falls below one message per 10 s: there is always a probe.
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
-# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
+# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 80 % of the
 # rate that was too fast last time, then a hundredth of that rate per step at most every
 # ``PROBE_EVERY_MS`` (probing: each probe that finds the limit costs a suspension, so they are
 # rare, and the rate stays just under the limit most of the time).
 INCREASE_FRACTION = 0.1
-CEILING_MARGIN = 0.9
+CEILING_MARGIN = 0.8
 PROBE_FRACTION = 0.01
 PROBE_EVERY_MS = 5_000
 # The back-off count starts over when the last suspension ended this long ago.
@@ -147,7 +147,7 @@ def halved(interval_us: int) -> int:
 
 
 def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
-    """Additive increase: a tenth of the policy's rate more, up to 90 % of the rate that last
+    """Additive increase: a tenth of the policy's rate more, up to 80 % of the rate that last
     drew a "slow down" (``ceiling_us``, 0 for none); from there a hundredth of that rate more
     (probing whether the receiver takes more now); never above the policy."""
     rate = US / interval_us
@@ -163,7 +163,7 @@ def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
 
 def step_every_ms(interval_us: int, ceiling_us: int = 0) -> int:
     """How long the rate stays put before the next step up: a second while it climbs back
-    towards 90 % of the rate that was too fast, ``PROBE_EVERY_MS`` once it probes beyond."""
+    towards 80 % of the rate that was too fast, ``PROBE_EVERY_MS`` once it probes beyond."""
     if ceiling_us > 0 and US / interval_us >= CEILING_MARGIN * US / ceiling_us * 0.999:
         return PROBE_EVERY_MS
     return INCREASE_EVERY_MS
