@@ -86,9 +86,13 @@ def test_the_climb_slows_near_the_rate_that_was_too_fast() -> None:
     rates = [25.0]
     for _ in range(6):
         rates.append(rules.US / rules.raised(int(rules.US / rates[-1]), policy, ceiling))
-    # +20/s a step up to 40/s (80 % of 50/s), then +0.5/s a step: probing.
+    # +20/s a step up to 40/s (80 % of 50/s), then probing: +0.5/s, then each step as large as
+    # the way come beyond 40/s, so a ceiling learnt too low is left behind.
     assert round(rates[1]) == 40
-    assert all(0.45 < b - a < 0.55 for a, b in itertools.pairwise(rates[1:]))
+    steps = [b - a for a, b in itertools.pairwise(rates[1:])]
+    assert 0.45 < steps[0] < 0.55 and 0.45 < steps[1] < 0.55
+    assert all(1.8 < b / a < 2.2 for a, b in itertools.pairwise(steps[1:]))
+    assert rates[-1] < 50.0  # still under the rate that was too fast
 
 
 def test_probing_beyond_the_margin_waits_longer_between_steps() -> None:

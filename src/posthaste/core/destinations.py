@@ -32,9 +32,10 @@ BACKOFF_CAP_MS = 40_000
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
 # after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 80 % of the
-# rate that was too fast last time, then a hundredth of that rate per step at most every
-# ``PROBE_EVERY_MS`` (probing: each probe that finds the limit costs a suspension, so they are
-# rare, and the rate stays just under the limit most of the time).
+# rate that was too fast last time, then probing at most every ``PROBE_EVERY_MS``: a hundredth
+# of that rate, each step as large as the way already come beyond the 80 % (``raised``). Each
+# probe that finds the limit costs a suspension, so they are rare, and the rate stays just
+# under the limit most of the time.
 INCREASE_FRACTION = 0.1
 CEILING_MARGIN = 0.8
 PROBE_FRACTION = 0.01
@@ -148,16 +149,19 @@ def halved(interval_us: int) -> int:
 
 def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
     """Additive increase: a tenth of the policy's rate more, up to 80 % of the rate that last
-    drew a "slow down" (``ceiling_us``, 0 for none); from there a hundredth of that rate more
-    (probing whether the receiver takes more now); never above the policy."""
+    drew a "slow down" (``ceiling_us``, 0 for none); from there probing whether the receiver
+    takes more now: a hundredth of that rate more, or as much as the rate is already above
+    the 80 %, whichever is more (each probe that passes doubles the next, so a ceiling learnt
+    too low, from a burst, is left behind within half a minute); never above the policy."""
     rate = US / interval_us
     if ceiling_us <= 0:
         faster = rate + policy.rate * INCREASE_FRACTION
-    elif rate < CEILING_MARGIN * US / ceiling_us:
+    elif rate < CEILING_MARGIN * US / ceiling_us * 0.999:
         near = CEILING_MARGIN * US / ceiling_us
         faster = min(rate + policy.rate * INCREASE_FRACTION, near)
     else:
-        faster = rate + PROBE_FRACTION * US / ceiling_us
+        beyond = rate - CEILING_MARGIN * US / ceiling_us
+        faster = rate + max(PROBE_FRACTION * US / ceiling_us, beyond)
     return max(policy.interval_us, int(US / faster))
 
 
