@@ -95,7 +95,8 @@ async def run_worker(args: argparse.Namespace) -> None:
     finally:
         throttle = services.transports.by_region[settings.default_region].throttle  # type: ignore[attr-defined]
         print(
-            f"{args.name}: {throttle.admitted} sessions admitted, {throttle.claims} slot claims",
+            f"{args.name}: {throttle.admitted} sessions admitted, {throttle.claims} slot claims,"
+            f" {throttle.holds} holds",
             flush=True,
         )
         await services.close()

@@ -38,6 +38,10 @@ class ThrottlingReceiver:
     delivered: list[str] = field(default_factory=list)  # recipients, in order of DATA
     senders: collections.Counter[str] = field(default_factory=collections.Counter)  # EHLO names
     peak: int = 0  # the most recipients accepted within one sliding second
+    # The accepted and refused times still inside their windows: each RCPT costs the same
+    # however many came before, so the receiver keeps up with the sender it judges.
+    _second: collections.deque[float] = field(default_factory=collections.deque)
+    _recent_refusals: collections.deque[float] = field(default_factory=collections.deque)
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
@@ -45,15 +49,21 @@ class ThrottlingReceiver:
         now = time.monotonic()
         if self.blocked:
             return BLOCKED
-        window = [t for t in self.accepted if now - t < 1.0]
+        window = self._second
+        while window and now - window[0] >= 1.0:
+            window.popleft()
         if len(window) >= self.per_second:
             self.refused.append(now)
-            recent = [t for t in self.refused if now - t < self.block_window]
+            recent = self._recent_refusals
+            recent.append(now)
+            while recent and now - recent[0] >= self.block_window:
+                recent.popleft()
             if len(recent) > self.block_after:
                 self.blocked = True
             return SLOW_DOWN
+        window.append(now)
         self.accepted.append(now)
-        self.peak = max(self.peak, len(window) + 1)
+        self.peak = max(self.peak, len(window))
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from posthaste.adapters.envelope import RecipientReply
 from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
@@ -26,7 +26,7 @@ from posthaste.core.destinations import Policies
 from posthaste.core.ids import now_ms
 from posthaste.services.destinations import DestinationThrottle
 from posthaste.storage import destinations as repo
-from posthaste.storage.tables import destinations
+from posthaste.storage.tables import destinations, emails, jobs
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_api_emails import assert_error
@@ -293,11 +293,18 @@ async def test_the_throttle_halves_suspends_holds_and_raises_again(services: Ser
     held = await other.admit("example.com", mx, Transcript())
     assert held.hold_until is not None and held.hold_until >= pace.suspended_until
 
-    # Once the suspension is over, steady success raises the rate a step (20/s + 2/s a step).
+    # Once the suspension is over, steady success raises the rate a step (20/s + 2/s a step),
+    # while the fleet takes the whole rate (10/s over the last window).
     async with services.db.transaction() as tx:
         past = now_ms() - 5_000
         await tx.conn.execute(
-            update(destinations).values(suspended_until=past, changed_at=past, next_slot_us=0)
+            update(destinations).values(
+                suspended_until=past,
+                changed_at=past,
+                next_slot_us=0,
+                window_us=now_ms() * 1000,
+                used_interval_us=100_000,
+            )
         )
     raised, later = Transcript(), DestinationThrottle(services.db, policy)
     for _ in range(rules.INCREASE_AFTER):
@@ -307,6 +314,68 @@ async def test_the_throttle_halves_suspends_holds_and_raises_again(services: Ser
     async with services.db.read() as tx:
         pace = await repo.get(tx, "example.com")
     assert pace is not None and pace.interval_us == 83_333 and pace.strikes == 0
+
+
+async def test_the_rate_taken_not_the_rate_set_is_halved_and_raised(services: Services) -> None:
+    """Workers that send less than the rate set: a "slow down" halves what they took, and
+    steady success does not raise a rate the fleet does not use."""
+    policy = Policies({"example.org": {"rate": 100.0}})
+    throttle, mx = DestinationThrottle(services.db, policy), ["mx.example.org"]
+    await throttle.admit("example.org", mx, Transcript())
+    async with services.db.transaction() as tx:  # 40/s sent over the last window, of 100/s
+        window = now_ms() * 1000
+        await tx.conn.execute(
+            update(destinations).values(window_us=window, used_interval_us=25_000, strikes=1)
+        )
+    for _ in range(rules.INCREASE_AFTER):
+        await throttle.admit("example.org", mx, Transcript())
+        await throttle.observe("example.org", [_reply(250, "2.0.0 OK")], None, Transcript())
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.org")
+    assert pace is not None and pace.interval_us == 10_000  # not raised: 40/s is not 100/s
+
+    noted = Transcript()
+    slow = _reply(421, "4.7.28 slow down")
+    assert await throttle.observe("example.org", [slow], None, noted) is not None
+    assert "rate 40/s (taken of 100/s set) -> 20/s" in noted.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.org")
+    assert pace is not None and pace.interval_us == 50_000 and pace.ceiling_us == 25_000
+
+
+async def test_mail_for_a_busy_destination_is_held_before_it_starts(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    """Once a worker knows the destination is suspended, its mail goes back to the queue
+    unstarted: no attempt, no status change, the job's claim counted as a hold."""
+    _zone(zone)
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        configured = _configured(settings, zone, google_rate=20.0)
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        tenant = await make_tenant(services)
+        now = now_ms()
+        async with services.db.transaction() as tx:
+            await repo.ensure(tx, "google.com", ["gmail-smtp-in.l.google.com"], 50_000, now)
+            suspension = repo.Suspension(100_000, now + 600_000, 1, 50_000)
+            await repo.suspend(tx, "google.com", suspension, now, "421 4.7.28 slow", "halved")
+        worker = services.make_worker()
+        (first,) = await _send(http, tenant, ["first@gmail.test"])
+        assert await worker.run_until_idle() == 1  # held by the session's throttle
+        (second,) = await _send(http, tenant, ["second@gmail.test"])
+        assert await worker.run_until_idle() == 1  # held before it was started
+
+        async with services.db.read() as tx:
+            rows = (await tx.conn.execute(select(jobs.c.ref, jobs.c.attempts, jobs.c.holds))).all()
+            counted = dict((await tx.conn.execute(select(emails.c.id, emails.c.attempts))).all())
+        assert {r.ref: (r.attempts, r.holds) for r in rows} == {first: (1, 1), second: (1, 1)}
+        assert counted == {first: 0, second: 0}  # the email's retry count: no attempt used
+        for email_id in (first, second):
+            assert (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"] == []
+        # The second was never started: still queued, no email.sending event.
+        assert (await _get(http, tenant, f"/emails/{second}"))["last_event"] == "email.queued"
+        assert sink.messages == []
 
 
 async def test_a_burst_of_failed_connections_slows_the_destination(services: Services) -> None:

@@ -58,6 +58,28 @@ async def test_a_leased_job_is_claimed_again_only_after_its_lease(services: Serv
         assert await jobs_repo.depth(tx) == 0
 
 
+async def test_a_hold_is_counted_apart_and_the_claims_only_grow(services: Services) -> None:
+    """Mail put back unsent (its destination busy) keeps its fencing token: ``attempts``
+    counts every claim, ``holds`` the ones that ended in a hold, ``tries`` the rest."""
+    await _enqueue(services, 1)
+    start = now_ms()
+    async with services.db.transaction() as tx:
+        [first] = await jobs_repo.claim(tx, ["test_job"], "w", start, 60_000, 10)
+        await jobs_repo.postpone_many(tx, [(first, start)])
+    async with services.db.transaction() as tx:
+        [again] = await jobs_repo.claim(tx, ["test_job"], "w", start + 1, 60_000, 10)
+    assert (again.attempts, again.holds, again.tries) == (2, 1, 1)
+    # The first claim's late hold must not move the new claim's job.
+    async with services.db.transaction() as tx:
+        await jobs_repo.postpone_many(tx, [(first, start)])
+    async with services.db.transaction() as tx:
+        assert await jobs_repo.claim(tx, ["test_job"], "w", start + 2, 60_000, 10) == []
+        await jobs_repo.retry_many(tx, [(again, start)])  # a real try, due again at once
+    async with services.db.transaction() as tx:
+        [third] = await jobs_repo.claim(tx, ["test_job"], "w", start + 3, 60_000, 10)
+    assert (third.attempts, third.holds, third.tries) == (3, 1, 2)
+
+
 async def test_worker_runs_an_abandoned_job_after_the_lease(services: Services) -> None:
     await _enqueue(services, 1)
     async with services.db.transaction() as tx:

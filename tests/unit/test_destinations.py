@@ -86,9 +86,29 @@ def test_the_climb_slows_near_the_rate_that_was_too_fast() -> None:
     rates = [25.0]
     for _ in range(6):
         rates.append(rules.US / rules.raised(int(rules.US / rates[-1]), policy, ceiling))
-    # +20/s a step up to 45/s (90 % of 50/s), then +0.5/s a step: probing.
-    assert round(rates[1]) == 45
-    assert all(0.45 < b - a < 0.55 for a, b in itertools.pairwise(rates[1:]))
+    # +20/s a step up to 40/s (80 % of 50/s), then probing: +0.5/s, then each step as large as
+    # the way come beyond 40/s, so a ceiling learnt too low is left behind.
+    assert round(rates[1]) == 40
+    steps = [b - a for a, b in itertools.pairwise(rates[1:])]
+    assert 0.45 < steps[0] < 0.55 and 0.45 < steps[1] < 0.55
+    assert all(1.8 < b / a < 2.2 for a, b in itertools.pairwise(steps[1:]))
+    assert rates[-1] < 50.0  # still under the rate that was too fast
+
+
+def test_probing_beyond_the_margin_waits_longer_between_steps() -> None:
+    ceiling = 10_000  # 100/s drew the last "slow down"
+    assert rules.step_every_ms(20_000, ceiling) == rules.INCREASE_EVERY_MS  # 50/s: climbing
+    assert rules.step_every_ms(11_112, ceiling) == rules.PROBE_EVERY_MS  # 90/s: probing
+    assert rules.step_every_ms(20_000) == rules.INCREASE_EVERY_MS  # no ceiling yet
+
+
+def test_the_rate_taken_bounds_the_rate_halved_and_the_steps_up() -> None:
+    assert rules.too_fast(2_500, 10_000) == 10_000  # 400/s set, 100/s taken: 100/s
+    assert rules.too_fast(10_000, 5_000) == 10_000  # a burst above the rate set: the rate set
+    assert rules.too_fast(10_000, 0) == 10_000  # unknown
+    assert rules.in_use(10_000, 12_000)  # 83 % of the rate
+    assert not rules.in_use(10_000, 13_000)  # 77 %
+    assert not rules.in_use(10_000, 0)
 
 
 def test_strikes_grow_in_a_row_and_start_over_after_a_calm_spell() -> None:

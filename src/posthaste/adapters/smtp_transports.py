@@ -38,6 +38,8 @@ from posthaste.core.mta_sts import NO_POLICY, StsDecision, StsMode, allowed_host
 from posthaste.core.tls_reports import TlsOutcome, TlsResult
 from posthaste.logs import SESSION_ID, logged_with
 
+MAX_KNOWN_DOMAINS = 10_000  # recipient domains whose destination is remembered
+
 
 async def send_through(
     pool: ConnectionPool,
@@ -118,6 +120,16 @@ class Throttle(Protocol):
         deferred mail until when the destination asked to slow down, else None."""
         ...
 
+    def holding(self) -> bool:
+        """Whether some destination is known to be busy now (suspended, or its slots taken
+        beyond the wait allowed): only then is ``held_until`` worth asking."""
+        ...
+
+    def held_until(self, destination: str, message_id: str) -> int | None:
+        """When mail to ``destination`` should come back (epoch ms), when this process knows
+        without a statement that it cannot go now; else None (ask ``admit``)."""
+        ...
+
 
 class Unthrottled:
     """No pacing: each MX host's connection cap only."""
@@ -138,6 +150,12 @@ class Unthrottled:
         failed: SmtpUnavailable | None,
         transcript: Transcript,
     ) -> int | None:
+        return None
+
+    def holding(self) -> bool:
+        return False
+
+    def held_until(self, destination: str, message_id: str) -> int | None:
         return None
 
 
@@ -259,6 +277,26 @@ class MxTransport:
         self.tls_policies: TlsPolicies = NoTlsPolicies()
         # Connections open at once per destination (the policy's ``max_connections``).
         self._caps: dict[str, asyncio.Semaphore] = {}
+        # Recipient domain → destination, as last routed: lets busy destinations' mail be held
+        # before it is started (``held_until``); a stale entry only misplaces such a hold.
+        self._destinations: dict[str, str] = {}
+
+    def holding(self) -> bool:
+        return self.throttle.holding()
+
+    def held_until(self, recipients: Sequence[str], message_id: str) -> int | None:
+        """When mail to ``recipients`` should come back, when every one of their destinations
+        is known to be busy now: no lookup, no session, no attempt; else None (send it)."""
+        times = []
+        for domain in {r.rpartition("@")[2].lower() for r in recipients}:
+            destination = self._destinations.get(domain)
+            until = (
+                None if destination is None else self.throttle.held_until(destination, message_id)
+            )
+            if until is None:
+                return None
+            times.append(until)
+        return min(times, default=None)
 
     async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
         by_domain: dict[str, list[str]] = {}
@@ -286,6 +324,9 @@ class MxTransport:
         try:
             with logged_with(SESSION_ID, transcript.session_id):
                 destination, hosts = await self._route(domain, transcript)
+                if len(self._destinations) >= MAX_KNOWN_DOMAINS:
+                    self._destinations.clear()
+                self._destinations[domain] = destination
                 replies, host = await self._secured(
                     domain, destination, hosts, part, raw, transcript
                 )

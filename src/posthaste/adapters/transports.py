@@ -9,7 +9,7 @@ recipient domain's MX hosts (``smtp_transports``). Test mode always uses ``captu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from posthaste.adapters.dns import Resolver
@@ -100,6 +100,20 @@ class TransportRegistry:
             if isinstance(transport, MxTransport) and isinstance(transport.sources, MachineAddress):
                 transport.sources = sources
 
+    def holding(self) -> bool:
+        """Whether a transport knows a busy destination now (``held_until`` may hold mail)."""
+        return any(isinstance(t, MxTransport) and t.holding() for t in self.by_region.values())
+
+    def held_until(
+        self, region: str, test_mode: bool, recipients: Sequence[str], message_id: str
+    ) -> int | None:
+        """When to try mail to ``recipients`` again when its every destination is known to be
+        busy now (``MxTransport.held_until``); None to send it now."""
+        transport = self.for_email(region, test_mode)
+        if isinstance(transport, MxTransport):
+            return transport.held_until(recipients, message_id)
+        return None
+
     async def close(self) -> None:
         """Close the idle pooled SMTP connections."""
         if self.pool is not None:
@@ -118,7 +132,7 @@ def build_transports(
     tls_context = tls_context or tls_context_for(settings.tls_ca_file)
     capture = CaptureTransport()
     pool = ConnectionPool(per_destination)
-    resolver = Resolver(settings.dns_nameservers)
+    resolver = Resolver(settings.dns_nameservers, cached=True)
     by_region: dict[str, Transport] = {}
     for region in settings.regions:
         options = ClientOptions(

@@ -31,11 +31,15 @@ BACKOFF_CAP_MS = 40_000
 # The rate never falls below one message per 10 s: there is always a probe.
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
-# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
-# rate that was too fast last time, then a hundredth of that rate per step (probing).
+# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 80 % of the
+# rate that was too fast last time, then probing at most every ``PROBE_EVERY_MS``: a hundredth
+# of that rate, each step as large as the way already come beyond the 80 % (``raised``). Each
+# probe that finds the limit costs a suspension, so they are rare, and the rate stays just
+# under the limit most of the time.
 INCREASE_FRACTION = 0.1
-CEILING_MARGIN = 0.9
+CEILING_MARGIN = 0.8
 PROBE_FRACTION = 0.01
+PROBE_EVERY_MS = 5_000
 # The back-off count starts over when the last suspension ended this long ago.
 CALM_MS = 10_000
 INCREASE_EVERY_MS = 1_000
@@ -144,18 +148,42 @@ def halved(interval_us: int) -> int:
 
 
 def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
-    """Additive increase: a tenth of the policy's rate more, up to 90 % of the rate that last
-    drew a "slow down" (``ceiling_us``, 0 for none); from there a hundredth of that rate more
-    (probing whether the receiver takes more now); never above the policy."""
+    """Additive increase: a tenth of the policy's rate more, up to 80 % of the rate that last
+    drew a "slow down" (``ceiling_us``, 0 for none); from there probing whether the receiver
+    takes more now: a hundredth of that rate more, or as much as the rate is already above
+    the 80 %, whichever is more (each probe that passes doubles the next, so a ceiling learnt
+    too low, from a burst, is left behind within half a minute); never above the policy."""
     rate = US / interval_us
     if ceiling_us <= 0:
         faster = rate + policy.rate * INCREASE_FRACTION
-    elif rate < CEILING_MARGIN * US / ceiling_us:
+    elif rate < CEILING_MARGIN * US / ceiling_us * 0.999:
         near = CEILING_MARGIN * US / ceiling_us
         faster = min(rate + policy.rate * INCREASE_FRACTION, near)
     else:
-        faster = rate + PROBE_FRACTION * US / ceiling_us
+        beyond = rate - CEILING_MARGIN * US / ceiling_us
+        faster = rate + max(PROBE_FRACTION * US / ceiling_us, beyond)
     return max(policy.interval_us, int(US / faster))
+
+
+def step_every_ms(interval_us: int, ceiling_us: int = 0) -> int:
+    """How long the rate stays put before the next step up: a second while it climbs back
+    towards 80 % of the rate that was too fast, ``PROBE_EVERY_MS`` once it probes beyond."""
+    if ceiling_us > 0 and US / interval_us >= CEILING_MARGIN * US / ceiling_us * 0.999:
+        return PROBE_EVERY_MS
+    return INCREASE_EVERY_MS
+
+
+def too_fast(interval_us: int, taken_us: int) -> int:
+    """The pace that drew a "slow down": the one set, or the one the fleet actually took when
+    that was slower (workers that cannot keep up with the rate set send less than it; halving
+    a rate nobody reaches would not slow anything down). ``taken_us`` 0: unknown."""
+    return max(interval_us, taken_us)
+
+
+def in_use(interval_us: int, taken_us: int) -> bool:
+    """Whether the fleet takes most of the rate set (at least 80 %): only then does steady
+    success say anything about a faster one."""
+    return taken_us > 0 and taken_us * 4 <= interval_us * 5
 
 
 def strikes_after(strikes: int, suspended_until: int, now_ms: int) -> int:

@@ -226,7 +226,13 @@ class Job:
     kind: str
     ref: str
     team_id: str | None
-    attempts: int
+    attempts: int  # claims so far, this one included: the fencing token
+    holds: int = 0  # of those, the ones that ended held for a busy destination, unsent
+
+    @property
+    def tries(self) -> int:
+        """The claims that counted: those that did not end in a hold."""
+        return self.attempts - self.holds
 
 
 # Templates (issue 5)

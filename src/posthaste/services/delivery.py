@@ -74,7 +74,9 @@ OFFLOAD_BUILD_BYTES = 256 * 1024  # bigger messages are built off the event loop
 # Bigger messages are tracked off the event loop: reading html costs ~0.3-0.5 ms per KiB
 # (bench/README.md, tracking).
 OFFLOAD_TRACK_BYTES = 16 * 1024
-MAX_JOB_CLAIMS = 25  # a job claimed this often without finishing is poison: the email fails
+# A job claimed this often without finishing (holds for a busy destination aside) is poison:
+# the email fails.
+MAX_JOB_CLAIMS = 25
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
 
 
@@ -218,7 +220,7 @@ class DeliveryService:
         """Deliver a claimed batch; two jobs of one email (never expected) run one after another."""
         first: dict[str, Job] = {}
         again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
-        attempts = await self._start(list(first.values()))
+        attempts = await self._start(await self._hold_busy(list(first.values())))
         if attempts:
             senders = _SenderFacts(
                 self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
@@ -236,6 +238,41 @@ class DeliveryService:
             await self._finish(sent, [(a, str(messages[a.email.id])) for a in failures])
         if again:
             await self.deliver_many(again)
+
+    # --- step 0 -------------------------------------------------------------------------
+
+    async def _hold_busy(self, jobs: list[Job]) -> list[Job]:
+        """Put back, neither started nor sent, the jobs whose every destination is known to be
+        busy now (suspended, or its slots taken further ahead than the throttle waits): a read
+        and an update per batch, no attempt, no status change, one more hold on the job."""
+        if not jobs or not self.transports.holding():
+            return jobs
+        async with self.db.read() as tx:
+            emails = await repo.get_emails_any_team(tx, [j.ref for j in jobs])
+        now = now_ms()
+        held: list[tuple[Job, int]] = []
+        for job in jobs:
+            email = emails.get(job.ref)
+            until = None if email is None else self._busy_until(email, now)
+            if until is not None:
+                held.append((job, until))
+        if not held:
+            return jobs
+        async with self.db.transaction() as tx:
+            await jobs_repo.postpone_many(tx, held)
+        postponed = {job.id for job, _ in held}
+        return [job for job in jobs if job.id not in postponed]
+
+    def _busy_until(self, email: Email, now: int) -> int | None:
+        if email.status not in STARTABLE or now - email.created_at >= self._patience_ms:
+            return None  # past its patience a hold counts as an attempt: the usual way
+        if email.status is EmailStatus.SCHEDULED and (email.scheduled_at or 0) > now:
+            return None
+        recipients = [r for r in (*email.to, *email.cc, *email.bcc) if simulator_kind(r) is None]
+        if not recipients:
+            return None
+        test = email.mode is KeyMode.TEST
+        return self.transports.held_until(email.region, test, recipients, email.message_id)
 
     # --- step 1 -------------------------------------------------------------------------
 
@@ -280,7 +317,7 @@ class DeliveryService:
             writes.events.extend(plan.events)
             writes.outcomes.extend(plan.outcomes)
             waiting = [a for a in waiting if a not in listed]
-        if not waiting or job.attempts > MAX_JOB_CLAIMS:
+        if not waiting or job.tries > MAX_JOB_CLAIMS:
             _give_up(writes, job, email, waiting)
             return None
         number = email.attempts + 1
@@ -436,7 +473,8 @@ class DeliveryService:
                 # ever does not keep it for ever.
                 patient = now - email.created_at < self._patience_ms
                 verdicts = self._verdicts(item.attempt, replies, patient)
-                rows.extend(attempt_rows(email, item.attempt.number, item.report, verdicts))
+                report = _spoken(item.report) if patient else item.report
+                rows.extend(attempt_rows(email, item.attempt.number, report, verdicts))
                 await _suppress(tx, email, replies, verdicts, now)
                 spoken = [r for r in replies if not (patient and r.held_unsent)]
                 plan = plan_outcomes(email, spoken, verdicts, known[email.id])
@@ -563,6 +601,13 @@ def _progress(
         )
         for email_id in blob_ids.keys() | provider_ids.keys() | attempts.keys()
     }
+
+
+def _spoken(report: DeliveryReport) -> DeliveryReport:
+    """The report without the sessions that held their mail unsent: a hold is no attempt."""
+    held = {r.recipient for r in report.replies if r.held_unsent}
+    sessions = [s for s in report.sessions if not held.issuperset(s.recipients)]
+    return DeliveryReport(report.replies, sessions)
 
 
 def _held_until(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> int | None:

@@ -5,10 +5,13 @@ the destination's pace: from a block of slots this process claimed in one statem
 (``storage/destinations.claim_slots``), so a busy destination costs one statement per block
 and not per message; it waits for a slot less than ``horizon`` away, and holds the mail (not
 sent, the job rescheduled, no attempt counted) when the destination is suspended or its slots
-are promised further ahead than that. After the session it reads the replies: a "slow down"
-(``core/destinations.is_slow_down``, or a burst of failed connections) halves the rate and
-suspends the destination with a jittered back-off that grows with repeats; steady success
-raises the rate a step at a time back to the policy's. Every decision goes in the transcript.
+are promised further ahead than that; once it knows that, ``held_until`` answers without a
+statement, so the delivery service holds such mail before starting it. After the session it
+reads the replies: a "slow down" (``core/destinations.is_slow_down``, or a burst of failed
+connections) halves the pace the fleet actually took (each claim reports the sessions let
+through since the last) and suspends the destination with a jittered back-off that grows with
+repeats; steady success raises the rate a step at a time back to the policy's while the fleet
+uses it. Every decision goes in the transcript.
 
 ``DestinationQueries`` shows the destinations (``GET /destinations``, ``posthaste
 destinations``): machine-wide figures, no team's data.
@@ -37,6 +40,9 @@ DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
 PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
 STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
 HOLD_JITTER_MS = 250  # held mail comes back at its turn, give or take this
+# Held mail is spread over this much at most: coming back early costs a cheap hold again
+# (``held_until``), coming back late leaves the destination's slots unused.
+HOLD_SPREAD_MS = 3_000
 
 
 def _now_us() -> int:
@@ -54,6 +60,8 @@ class _Local:
     strikes: int = 0
     changed_at: int = 0
     ceiling_us: int = 0
+    taken_us: int = 0  # the pace the fleet took over the last window, as of the last claim
+    unreported: int = 0  # sessions let through since the last claim (``claim_slots(sent=)``)
     # The mail this process holds (message id → until when): a newly held one comes back
     # after those, spaced at the destination's pace.
     held: dict[str, int] = field(default_factory=dict)
@@ -105,6 +113,7 @@ class DestinationThrottle:
         # Statements on the destinations' rows, and sessions let through: what a slot costs.
         self.claims = 0
         self.admitted = 0
+        self.holds = 0  # mail held back: before its start (``held_until``) or at ``admit``
 
     def _policy(self, destination: str) -> Policy:
         found = self._policies.get(destination)
@@ -113,6 +122,22 @@ class DestinationThrottle:
         return found
 
     # --- before a session ---------------------------------------------------------------
+
+    def holding(self) -> bool:
+        now_us = _now_us()
+        return any(self._known_busy(local, now_us) for local in self._local.values())
+
+    def held_until(self, destination: str, message_id: str) -> int | None:
+        """Before the mail is started: when it should come back, if this process already knows
+        the destination is suspended or its slots are taken beyond the horizon; else None."""
+        local = self._local.get(destination)
+        if local is None:
+            return None
+        held = self._known_hold(local, _now_us())
+        if held is None:
+            return None
+        local.held[message_id] = held.hold_until or 0
+        return held.hold_until
 
     async def admit(
         self,
@@ -133,6 +158,7 @@ class DestinationThrottle:
             return slot
         local.held.pop(message_id, None)
         self.admitted += 1
+        local.unreported += 1
         rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
         wait_us = slot - _now_us()
         if wait_us > 0:
@@ -175,19 +201,33 @@ class DestinationThrottle:
         self.claims += 1
         async with self.db.transaction() as tx:
             block = await repo.claim_slots(
-                tx, name, count, policy.interval_us, now_us, HORIZON_MS * 1000
+                tx,
+                name,
+                count,
+                policy.interval_us,
+                now_us,
+                HORIZON_MS * 1000,
+                sent=local.unreported,
             )
             pace = None if block is not None else await repo.get(tx, name)
         if block is None:
             return self._hold_for(local, pace, now_us)
+        local.unreported = 0
         local.interval_us, local.strikes = block.interval_us, block.strikes
         local.ceiling_us, local.busy_until_us = block.ceiling_us, 0
-        local.changed_at = block.changed_at
+        local.changed_at, local.taken_us = block.changed_at, block.used_interval_us
         if block.start_us > now_us:
             local.pressed_at = now_us
         local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
         local.used.append(now_us)
         return local.slots.popleft()
+
+    @staticmethod
+    def _known_busy(local: _Local, now_us: int) -> bool:
+        return (
+            local.suspended_until > now_us // 1000
+            or local.busy_until_us > now_us + HORIZON_MS * 1000
+        )
 
     def _known_hold(self, local: _Local, now_us: int) -> Admission | None:
         now = now_us // 1000
@@ -221,8 +261,10 @@ class DestinationThrottle:
     def _hold(self, local: _Local, at: int, reason: str) -> Admission:
         """Hold until ``at`` or later: the mail this process holds comes back spread at the
         destination's pace, not all at once, so each is held about once."""
+        self.holds += 1
         at_us = at * 1000
-        start_us = at_us + local.queued(at) * max(local.interval_us, 1)
+        spread_us = min(local.queued(at) * max(local.interval_us, 1), HOLD_SPREAD_MS * 1000)
+        start_us = at_us + spread_us
         until = start_us // 1000 + int(self.rng.uniform(0, HOLD_JITTER_MS))
         return Admission(0, 0, hold_until=until, reason=reason)
 
@@ -280,6 +322,7 @@ class DestinationThrottle:
         suspension stands); the time the deferred mail waits until."""
         local = self._local.setdefault(name, _Local())
         now = _now_us() // 1000
+        began = now - transcript.elapsed_ms()
         async with self.db.transaction() as tx:
             pace = await repo.get(tx, name, for_update=True)
             if pace is None:
@@ -287,12 +330,21 @@ class DestinationThrottle:
             if pace.suspended_until > now:
                 until = pace.suspended_until
                 decision = f"already suspended until {_clock(until)}"
+            elif pace.strikes > 0 and began < pace.changed_at:
+                # Sent before the last decision (a reply slow to come back): that decision
+                # has answered it already, and halving again would punish one burst twice.
+                until = now
+                decision = "from a session begun before the last decision; no new one"
             else:
                 strikes = rules.strikes_after(pace.strikes, pace.suspended_until, now)
                 until = now + rules.backoff_ms(strikes, self.rng)
-                too_fast = max(pace.interval_us, policy.interval_us)
+                taken = pace.taken_interval_us(now * 1000)
+                too_fast = rules.too_fast(max(pace.interval_us, policy.interval_us), taken)
                 slower = rules.halved(too_fast)
                 before = rules.format_rate(rules.US / too_fast)
+                if too_fast > max(pace.interval_us, policy.interval_us):
+                    nominal = rules.US / max(pace.interval_us, policy.interval_us)
+                    before = f"{before} (taken of {rules.format_rate(nominal)} set)"
                 decision = (
                     f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
                     f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes})"
@@ -318,15 +370,19 @@ class DestinationThrottle:
             return
         if now * 1000 - local.pressed_at > PRESSED_US:
             return  # the rate is not what limits this process now: raising it proves nothing
-        if now - local.changed_at < rules.INCREASE_EVERY_MS:
+        current = max(local.interval_us, policy.interval_us)
+        every = rules.step_every_ms(current, local.ceiling_us)
+        if now - local.changed_at < every:
             return
         local.successes = 0
-        current = max(local.interval_us, policy.interval_us)
+        if not rules.in_use(current, local.taken_us):
+            # The fleet takes well under the rate: a step up would only let its sends bunch
+            # above what the receiver was shown to take.
+            local.changed_at = now
+            return
         faster = rules.raised(current, policy, local.ceiling_us)
         async with self.db.transaction() as tx:
-            done = await repo.speed_up(
-                tx, name, local.interval_us, faster, now, rules.INCREASE_EVERY_MS
-            )
+            done = await repo.speed_up(tx, name, local.interval_us, faster, now, every)
         if done:
             before, after = rules.US / current, rules.US / faster
             transcript.note(

@@ -20,6 +20,7 @@ from posthaste.storage.database import Tx
 from posthaste.storage.tables import destination_replies, destinations
 
 KEEP_REPLIES = 20  # per destination, the newest
+WINDOW_US = 1_000_000  # the slots taken are counted over windows of at least this long
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,17 @@ class Pace:
     strikes: int
     changed_at: int
     ceiling_us: int
+    used_interval_us: int = 0  # the pace the fleet took over the last window (0: unknown)
+    window_us: int = 0
+    window_slots: int = 0
+
+    def taken_interval_us(self, now_us: int) -> int:
+        """The pace actually taken lately: the last window's, or the current one's once it is
+        a quarter second long, whichever was faster; 0 when unknown."""
+        paces = [self.used_interval_us] if self.used_interval_us > 0 else []
+        if self.window_slots > 0 and now_us - self.window_us >= WINDOW_US // 4:
+            paces.append((now_us - self.window_us) // self.window_slots)
+        return min(paces, default=0)
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,7 @@ class Block:
     strikes: int
     changed_at: int
     ceiling_us: int
+    used_interval_us: int
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,21 @@ def _int(name: str) -> BindParameter[int]:
 
 
 _STEP = case((_c.interval_us > _int("fastest_us"), _c.interval_us), else_=_int("fastest_us"))
+# A window of a second or more has passed: it ends with this claim, and the next starts.
+_ROLL = _c.window_us <= _int("now_us") - WINDOW_US
+_MEASURE = {
+    "window_us": case((_ROLL, _int("now_us")), else_=_c.window_us),
+    "window_slots": case((_ROLL, _int("sent")), else_=_c.window_slots + _int("sent")),
+    # The mean interval over the window just ended; unknown after an idle spell.
+    "used_interval_us": case(
+        (
+            _ROLL & (_c.window_us > _int("now_us") - 2 * WINDOW_US) & (_c.window_slots > 0),
+            (_int("now_us") - _c.window_us) // _c.window_slots,
+        ),
+        (_ROLL, 0),
+        else_=_c.used_interval_us,
+    ),
+}
 _CLAIM = (
     update(destinations)
     .where(
@@ -79,19 +107,37 @@ _CLAIM = (
         )
         + _int("count") * _STEP,
         updated_at=_int("now_ms"),
+        **_MEASURE,
     )
-    .returning(_c.next_slot_us, _c.interval_us, _c.strikes, _c.changed_at, _c.ceiling_us)
+    .returning(
+        _c.next_slot_us,
+        _c.interval_us,
+        _c.strikes,
+        _c.changed_at,
+        _c.ceiling_us,
+        _c.used_interval_us,
+    )
 )
 
 
 async def claim_slots(
-    tx: Tx, name: str, count: int, fastest_us: int, now_us: int, horizon_us: int
+    tx: Tx,
+    name: str,
+    count: int,
+    fastest_us: int,
+    now_us: int,
+    horizon_us: int,
+    *,
+    sent: int = 0,
 ) -> Block | None:
     """``count`` slots at the destination's pace (never faster than ``fastest_us`` apart), the
-    first at most ``horizon_us`` away; None when suspended, too far behind, or unknown."""
+    first at most ``horizon_us`` away; None when suspended, too far behind, or unknown.
+    ``sent``: the messages this process sent since its last claim, added to the window's
+    count (what the fleet actually takes, beside what it is allowed)."""
     params = {
         "dest": name,
         "count": count,
+        "sent": sent,
         "fastest_us": fastest_us,
         "now_us": now_us,
         "now_ms": now_us // 1000,
@@ -102,7 +148,16 @@ async def claim_slots(
         return None
     step = max(row.interval_us, fastest_us)
     start = row.next_slot_us - count * step
-    return Block(start, step, count, row.interval_us, row.strikes, row.changed_at, row.ceiling_us)
+    return Block(
+        start,
+        step,
+        count,
+        row.interval_us,
+        row.strikes,
+        row.changed_at,
+        row.ceiling_us,
+        row.used_interval_us,
+    )
 
 
 async def ensure(tx: Tx, name: str, mx_hosts: Sequence[str], interval_us: int, now: int) -> None:
@@ -242,4 +297,7 @@ def _pace(row: object) -> Pace:
         strikes=row.strikes,  # type: ignore[attr-defined]
         changed_at=row.changed_at,  # type: ignore[attr-defined]
         ceiling_us=row.ceiling_us,  # type: ignore[attr-defined]
+        used_interval_us=row.used_interval_us,  # type: ignore[attr-defined]
+        window_us=row.window_us,  # type: ignore[attr-defined]
+        window_slots=row.window_slots,  # type: ignore[attr-defined]
     )

@@ -5,8 +5,10 @@ and bumps ``attempts``; finishing deletes the row. While a worker runs a job its
 extending the lease (``extend_many``); if the worker dies, the job falls due again when its lease
 runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
 number of workers claim side by side without ever handing one job to two of them; on SQLite the
-claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` doubles as a
-fencing token: a worker whose lease was taken over cannot finish or reschedule the new claim.
+claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` counts the
+claims and only grows: it is the fencing token, so a worker whose lease was taken over cannot
+finish or reschedule the new claim. ``holds`` counts the claims that ended with the job put
+back unsent (its destination busy), so retry limits count ``attempts - holds``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def job_row(
         "team_id": team_id,
         "available_at": available_at,
         "attempts": 0,
+        "holds": 0,
         "created_at": now,
     }
 
@@ -74,11 +77,14 @@ async def claim(
         update(jobs)
         .where(jobs.c.id.in_(due))
         .values(available_at=now + lease_ms, attempts=jobs.c.attempts + 1, locked_by=worker)
-        .returning(jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts)
+        .returning(
+            jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts, jobs.c.holds
+        )
     )
     rows = (await tx.conn.execute(query)).all()
     return sorted(
-        (Job(r.id, r.kind, r.ref, r.team_id, r.attempts) for r in rows), key=lambda j: j.id
+        (Job(r.id, r.kind, r.ref, r.team_id, r.attempts, r.holds) for r in rows),
+        key=lambda j: j.id,
     )
 
 
@@ -176,15 +182,15 @@ async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
 
 
 async def postpone_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
-    """Release jobs due again at their time with their claims forgotten (``attempts`` back to
-    0): mail held for a throttled destination may wait many times without looking like a job
-    that keeps crashing. Fenced by ``attempts`` like ``retry_many``."""
+    """Release jobs we hold unsent, due again at their time, each with one more hold: mail held
+    for a busy destination may wait many times without looking like a job that keeps crashing
+    (``Job.tries``). Fenced by ``attempts`` like ``retry_many``; ``attempts`` is kept."""
     if not held:
         return
     query = (
         update(jobs)
         .where(jobs.c.id == bindparam("b_id"), jobs.c.attempts == bindparam("b_attempts"))
-        .values(available_at=bindparam("b_at"), locked_by=None, attempts=0)
+        .values(available_at=bindparam("b_at"), locked_by=None, holds=jobs.c.holds + 1)
     )
     rows = [{"b_id": j.id, "b_attempts": j.attempts, "b_at": at} for j, at in held]
     await tx.conn.execute(query, rows)

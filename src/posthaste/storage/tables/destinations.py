@@ -35,6 +35,12 @@ destinations = Table(
     Column("ceiling_us", BigInteger, nullable=False),
     Column("changed_at", MS, nullable=False),  # the last change of the pace
     Column("updated_at", MS, nullable=False),
+    # The pace the fleet actually took (migration 0020): messages sent since ``window_us``
+    # (epoch µs), and the mean interval between them over the last window of a second or more
+    # (0: unknown). A "slow down" halves this rate when it is below ``interval_us``'s.
+    Column("window_us", BigInteger, nullable=False, server_default="0"),
+    Column("window_slots", BigInteger, nullable=False, server_default="0"),
+    Column("used_interval_us", BigInteger, nullable=False, server_default="0"),
 )
 
 # Machine-wide, not team-owned: each source address of an IP pool (core/pools.py) with the

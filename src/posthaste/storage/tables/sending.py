@@ -190,7 +190,11 @@ jobs = Table(
     # A job is due when available_at <= now; claiming it pushes available_at out by the lease,
     # so a job whose worker died becomes due again by itself when the lease runs out.
     Column("available_at", MS, nullable=False),
+    # Claims, ever growing: the fencing token of the worker holding the job.
     Column("attempts", Integer, nullable=False),
+    # Times the job went back unsent because its destination was busy (migration 0020); the
+    # claims that counted are ``attempts - holds``.
+    Column("holds", Integer, nullable=False, server_default="0"),
     Column("locked_by", String(64), nullable=True),
     Column("created_at", MS, nullable=False),
     # In claim order: a claim reads the first due entries and stops (migration 0011).
