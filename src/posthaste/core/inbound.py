@@ -21,6 +21,7 @@ from email.parser import BytesParser
 from typing import Any
 
 from posthaste.core.addresses import parse_address
+from posthaste.core.mime_tree import decoded_payload, decoded_size, read_tree
 from posthaste.errors import ValidationError
 
 MAX_INBOUND_BYTES = 40 * 1024 * 1024  # advertised as SIZE, refused with 552 past it
@@ -73,7 +74,11 @@ class InboundMessage:
 
 
 def parse_message(raw: bytes) -> EmailMessage:
-    message = _PARSER.parsebytes(raw)
+    """The stdlib parser's tree of ``raw`` (``policy.default``); built from the offsets of its
+    lines where the message is of the usual shapes (``core.mime_tree``), which copies each
+    part once where the stdlib parser holds each one's lines and their join."""
+    tree = read_tree(raw, POLICY)
+    message = _PARSER.parsebytes(raw) if tree is None else tree
     assert isinstance(message, EmailMessage)  # policy.default makes EmailMessage objects
     return message
 
@@ -214,14 +219,13 @@ def _content(leaf: _Leaf | None) -> str | None:
 
 def _attachment(leaf: _Leaf) -> InboundAttachment:
     entity = leaf.entity
-    data = _decoded(entity) or b""
     content_id = entity.get("content-id")
     inline = leaf.disposition == "inline" or leaf.disposition is None
     return InboundAttachment(
         part=".".join(str(step) for step in leaf.path),
         filename=leaf.filename,
         content_type=leaf.content_type,
-        size=len(data),
+        size=_decoded_size(entity),
         content_id=str(content_id).strip().strip("<>") if content_id else None,
         disposition="inline" if inline and content_id else "attachment",
     )
@@ -249,14 +253,20 @@ def _filename(entity: Message) -> str | None:
     return " ".join(name.split()) if name else None
 
 
+def _decoded_size(entity: Message) -> int:
+    """How many bytes ``_decoded`` gives, without holding them where it can count them."""
+    if entity.is_multipart():  # not get_payload(): it copies a text payload to check it
+        return len(_decoded(entity) or b"")
+    return decoded_size(entity)
+
+
 def _decoded(entity: Message) -> bytes | None:
     """The part's bytes with its transfer encoding undone; an attached message as written."""
     payload = entity.get_payload()
     if isinstance(payload, list):  # message/rfc822 and the like: the enclosed message
         enclosed = payload[0] if payload else None
         return enclosed.as_bytes(policy=policy.SMTP) if isinstance(enclosed, Message) else None
-    data = entity.get_payload(decode=True)
-    return data if isinstance(data, bytes) else None
+    return decoded_payload(entity)
 
 
 @dataclass(frozen=True)
