@@ -1,14 +1,17 @@
-"""A submitted message's MIME tree, built from its text by finding lines, not reading each one.
+"""A message's MIME tree, built from its bytes by finding lines, not reading each one.
 
 ``parse_message`` (the stdlib's parser) reads a message one line at a time in Python: for the
 relay's 2.3 KB text-and-html benchmark message that was ~90 µs, about a tenth of the relay's
 CPU per message. ``read_tree`` finds the header block, the body and the multipart boundary
-lines with ``str.find`` and builds the same tree the stdlib's parser builds: compat32
-``email.message.Message`` objects, each header stored with ``set_raw`` exactly as
-``compat32.header_source_parse`` stores it, each leaf's payload the same ``str`` (surrogate
-escapes for 8-bit bytes), with the line end before a boundary belonging to the boundary (RFC
-2046). Everything read from the tree afterwards (content types, parameters, decoding) is the
-stdlib's own code.
+lines with ``bytes.find`` and builds the same tree the stdlib's parser builds with the same
+policy: ``email.message.Message`` objects (``EmailMessage`` for ``policy.default``), each header
+stored with ``set_raw`` exactly as ``header_source_parse`` stores it, each leaf's payload the
+same ``str`` (surrogate escapes for 8-bit bytes), with the line end before a boundary belonging
+to the boundary (RFC 2046). It works by offsets over the one ``bytes`` object and decodes only
+what the tree keeps, once: a large attachment is one copy in memory, whatever its depth (the
+stdlib's parser holds its lines and their join). Everything read from the tree afterwards
+(content types, parameters) is the stdlib's own code; ``decoded_payload`` decodes well-formed
+base64 without the stdlib's copies.
 
 It builds only what well-formed mail looks like: header fields ``name: value`` with folded
 continuations and a blank line before the body; multipart bodies (nested too) whose parts sit
