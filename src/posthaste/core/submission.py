@@ -83,27 +83,39 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     """Read a submitted message and its envelope recipients; raises ``ValidationError``."""
     fields, body = _split_header(raw)
     control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
-    request, dated = _read_request(raw, recipients, control)  # the MIME tree is gone after it
-    added = [] if dated else [_date_field(now.replace(microsecond=0))]
+    read = _read_request(raw, recipients, control)  # the MIME tree is gone after it
+    added = [] if read.dated else [_date_field(now.replace(microsecond=0))]
     kept = [f.lines for f in fields if not _removed(f.name)]
     unchanged = not added and len(kept) == len(fields)
-    request = replace(request, raw=raw if unchanged else _joined(added, kept, raw, body))
+    request = replace(
+        read.request,
+        attachments=read.attachments,
+        raw=raw if unchanged else _joined(added, kept, raw, body),
+        message_id=read.message_id,
+    )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
     return Submission(request, key, _fingerprint(raw, recipients))
 
 
-def _read_request(
-    raw: bytes, recipients: Sequence[str], control: dict[bytes, str]
-) -> tuple[SendRequest, bool]:
-    """The checked request read from the MIME tree (without ``raw``), and whether the message
-    has a ``Date``."""
+@dataclass(frozen=True)
+class _Read:
+    """What the MIME tree says: the request without its attachments, raw message and
+    Message-ID, those two, and whether the message has a ``Date``."""
+
+    request: SendRequest
+    attachments: list[Attachment]
+    message_id: str | None
+    dated: bool
+
+
+def _read_request(raw: bytes, recipients: Sequence[str], control: dict[bytes, str]) -> _Read:
     message = _tree(raw)
     sender = _single_from(message)
     bodies = _Bodies.of(message)
     request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
     check_attachment_budget(bodies.attachments)
-    request = replace(request, attachments=bodies.attachments, message_id=_message_id(message))
-    return request, message.get("Date") is not None
+    dated = message.get("Date") is not None
+    return _Read(request, bodies.attachments, _message_id(message), dated)
 
 
 def _joined(added: list[bytes], kept: list[bytes], raw: bytes, body: int) -> bytes:
