@@ -9,6 +9,7 @@ line limit is small so that long lines and the size limit are cheap to reach.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posthaste.smtp.data import read_message, unstuff
+from posthaste.smtp.data import _longest_line, read_message, unstuff
 from posthaste.smtp.relay import RelaySMTP
 from posthaste.smtp.replies import ENHANCED
 
@@ -187,3 +188,13 @@ async def test_what_follows_the_end_line_stays_for_the_next_command() -> None:
 def test_unstuffing() -> None:
     assert unstuff(b"..\r\n.a\r\nb.\r\n..c\r\n") == b".\r\na\r\nb.\r\n.c\r\n"
     assert unstuff(b"") == b""
+
+
+@given(
+    data=st.binary(max_size=60).map(lambda b: b.replace(b"x", b"\r").replace(b"y", b"\n")),
+    cuts=st.lists(st.integers(0, 60), max_size=5),
+)
+def test_the_longest_line_is_found_a_chunk_at_a_time(data: bytes, cuts: list[int]) -> None:
+    edges = [0, *sorted(min(cut, len(data)) for cut in cuts), len(data)]
+    chunks = [data[a:b] for a, b in itertools.pairwise(edges)]
+    assert _longest_line(chunks) == max(map(len, data.split(b"\r\n")))

@@ -38,7 +38,8 @@ class MessageAuthenticator:
         self.resolver = resolver
 
     async def authenticate(self, arrival: Arrival) -> Authentication:
-        head = arrival.raw.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
+        end = arrival.raw.find(b"\r\n\r\n")  # the header alone (a split copies the body)
+        head = (arrival.raw if end < 0 else arrival.raw[:end]) + b"\r\n\r\n"
         headers = _HEADERS.parsebytes(head)
         from_domain = _from_domain(str(headers.get("from", "")))
         dkim_result, domain, selector = await self._dkim(

@@ -1,11 +1,12 @@
 """Received mail without I/O: a raw message read into the received-email record's fields.
 
-The message is parsed once with the stdlib's ``email`` package and ``policy.default`` (RFC 2047
-words and RFC 2231 parameters decoded). The text and html bodies are the parts
-``EmailMessage.get_body`` picks; every other leaf part is an attachment, named by its MIME
-path (``"1.0"``: the first part of the second part), so that its bytes are read back from the
-raw message on download (``attachment_content``) and never stored a second time. A decoded
-download is byte-exact: base64 and quoted-printable are undone, nothing else is touched.
+The message is parsed once into the stdlib's ``email`` tree with ``policy.default`` (RFC 2047
+words and RFC 2231 parameters decoded), read by ``core.mime_tree`` where it has the usual shape.
+The text and html bodies are the parts ``EmailMessage.get_body`` picks; every other leaf part
+is an attachment, named by its MIME path (``"1.0"``: the first part of the second part), so
+that its bytes are read back from the raw message on download (``attachment_content``) and
+never stored a second time. A decoded download is byte-exact: base64 and quoted-printable are
+undone, nothing else is touched.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from email.parser import BytesParser
 from typing import Any
 
 from posthaste.core.addresses import parse_address
+from posthaste.core.mime_tree import decoded_payload, decoded_size, read_tree
 from posthaste.errors import ValidationError
 
 MAX_INBOUND_BYTES = 40 * 1024 * 1024  # advertised as SIZE, refused with 552 past it
@@ -73,7 +75,11 @@ class InboundMessage:
 
 
 def parse_message(raw: bytes) -> EmailMessage:
-    message = _PARSER.parsebytes(raw)
+    """The stdlib parser's tree of ``raw`` (``policy.default``); built from the offsets of its
+    lines where the message is of the usual shapes (``core.mime_tree``), which copies each
+    part once where the stdlib parser holds each one's lines and their join."""
+    tree = read_tree(raw, POLICY)
+    message = _PARSER.parsebytes(raw) if tree is None else tree
     assert isinstance(message, EmailMessage)  # policy.default makes EmailMessage objects
     return message
 
@@ -214,14 +220,13 @@ def _content(leaf: _Leaf | None) -> str | None:
 
 def _attachment(leaf: _Leaf) -> InboundAttachment:
     entity = leaf.entity
-    data = _decoded(entity) or b""
     content_id = entity.get("content-id")
     inline = leaf.disposition == "inline" or leaf.disposition is None
     return InboundAttachment(
         part=".".join(str(step) for step in leaf.path),
         filename=leaf.filename,
         content_type=leaf.content_type,
-        size=len(data),
+        size=_decoded_size(entity),
         content_id=str(content_id).strip().strip("<>") if content_id else None,
         disposition="inline" if inline and content_id else "attachment",
     )
@@ -249,14 +254,20 @@ def _filename(entity: Message) -> str | None:
     return " ".join(name.split()) if name else None
 
 
+def _decoded_size(entity: Message) -> int:
+    """How many bytes ``_decoded`` gives, without holding them where it can count them."""
+    if entity.is_multipart():  # not get_payload(): it copies a text payload to check it
+        return len(_decoded(entity) or b"")
+    return decoded_size(entity)
+
+
 def _decoded(entity: Message) -> bytes | None:
     """The part's bytes with its transfer encoding undone; an attached message as written."""
     payload = entity.get_payload()
     if isinstance(payload, list):  # message/rfc822 and the like: the enclosed message
         enclosed = payload[0] if payload else None
         return enclosed.as_bytes(policy=policy.SMTP) if isinstance(enclosed, Message) else None
-    data = entity.get_payload(decode=True)
-    return data if isinstance(data, bytes) else None
+    return decoded_payload(entity)
 
 
 @dataclass(frozen=True)

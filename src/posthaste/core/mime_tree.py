@@ -1,14 +1,17 @@
-"""A submitted message's MIME tree, built from its text by finding lines, not reading each one.
+"""A message's MIME tree, built from its bytes by finding lines, not reading each one.
 
 ``parse_message`` (the stdlib's parser) reads a message one line at a time in Python: for the
 relay's 2.3 KB text-and-html benchmark message that was ~90 µs, about a tenth of the relay's
 CPU per message. ``read_tree`` finds the header block, the body and the multipart boundary
-lines with ``str.find`` and builds the same tree the stdlib's parser builds: compat32
-``email.message.Message`` objects, each header stored with ``set_raw`` exactly as
-``compat32.header_source_parse`` stores it, each leaf's payload the same ``str`` (surrogate
-escapes for 8-bit bytes), with the line end before a boundary belonging to the boundary (RFC
-2046). Everything read from the tree afterwards (content types, parameters, decoding) is the
-stdlib's own code.
+lines with ``bytes.find`` and builds the same tree the stdlib's parser builds with the same
+policy: ``email.message.Message`` objects (``EmailMessage`` for ``policy.default``), each header
+stored with ``set_raw`` exactly as ``header_source_parse`` stores it, each leaf's payload the
+same ``str`` (surrogate escapes for 8-bit bytes), with the line end before a boundary belonging
+to the boundary (RFC 2046). It works by offsets over the one ``bytes`` object and decodes only
+what the tree keeps, once: a large attachment is one copy in memory, whatever its depth (the
+stdlib's parser holds its lines and their join). Everything read from the tree afterwards
+(content types, parameters) is the stdlib's own code; ``decoded_payload`` decodes well-formed
+base64 without the stdlib's copies.
 
 It builds only what well-formed mail looks like: header fields ``name: value`` with folded
 continuations and a blank line before the body; multipart bodies (nested too) whose parts sit
@@ -21,83 +24,122 @@ the two against each other on generated messages.
 
 from __future__ import annotations
 
+import binascii
 import itertools
 import re
 from email.message import Message
+from email.policy import Policy, compat32
 
 from posthaste.core import mime_params
 
-__all__ = ["read_tree"]
+__all__ = ["decoded_payload", "read_tree"]
 
-_BARE_CR = re.compile(r"\r(?!\n)")
+_BARE_CR = re.compile(rb"\r(?!\n)")
 # What the stdlib's parser takes for a header line: a name (printable ASCII but ':') and ':'.
 _HEADER_NAME = re.compile(r"[\x21-\x39\x3b-\x7e]+:")
 # After ``--boundary`` on a boundary line (the stdlib parser's pattern, past its separator).
-_AFTER_SEPARATOR = re.compile(r"(?P<end>--)?[ \t]*(?:\r\n|\r|\n)?$")
+_AFTER_SEPARATOR = re.compile(rb"(?P<end>--)?[ \t]*(?:\r\n|\r|\n)?$")
 _DEPTH = 20  # deeper nesting than real mail has: leave it to the stdlib
 _MULTIPART_CTES = ("7bit", "8bit", "binary")  # RFC 2045 6.4
+_BASE64_LINES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\r\n"
+_WINDOW = 1024 * 1024
 
 
-def read_tree(text: str) -> Message | None:
-    """The tree of ``text`` (the message decoded as ASCII with surrogate escapes), or ``None``
-    when it is not of the shapes handled here."""
-    if "\r" in text and _BARE_CR.search(text):
+def read_tree(raw: bytes, policy: Policy = compat32) -> Message | None:
+    """The tree of ``raw``, or ``None`` when it is not of the shapes handled here. Its messages
+    are the ``policy``'s, as the stdlib parser's with that policy (``EmailMessage`` for
+    ``policy.default``)."""
+    if b"\r" in raw and _BARE_CR.search(raw):
         return None  # the stdlib's parser ends lines at a bare CR too
-    return _entity(text, 0)
+    return _entity(_Reader(raw, policy), 0, len(raw), 0)
 
 
-def _entity(text: str, depth: int) -> Message | None:
+# Each step reads ``raw[start:end]`` by its offsets, and only what the tree keeps is decoded
+# (as the stdlib's parser decodes the whole message: ASCII, 8-bit bytes as surrogate escapes),
+# each piece once: a large attachment is one copy in the tree, whatever its depth.
+
+
+class _Reader:
+    """The message's bytes and the policy its tree is made with."""
+
+    def __init__(self, raw: bytes, policy: Policy) -> None:
+        self.raw = raw
+        self.view = memoryview(raw)
+        self.policy = policy
+        self.factory = policy.message_factory or Message
+
+    def text(self, start: int, end: int) -> str:
+        return str(self.view[start:end], "ascii", "surrogateescape")
+
+
+def _entity(reader: _Reader, start: int, end: int, depth: int) -> Message | None:
     """A message (depth 0) or a part of a multipart: the line end before the boundary that
     follows a part is the boundary's, not the part's payload's (or its epilogue's)."""
-    split = _headers(text)
+    raw = reader.raw
+    split = _headers(raw, start, end)
     if split is None:
         return None
     fields, body = split
-    message = Message()
+    message: Message = reader.factory(policy=reader.policy)
     for name, value in fields:
         message.set_raw(name, value)
     maintype = message.get_content_maintype()
     if maintype == "message":
         return None
     if maintype != "multipart":
-        message.set_payload(_without_line_end(body) if depth else body)
+        message.set_payload(reader.text(body, _without_line_end(raw, body, end) if depth else end))
         return message
-    return _multipart(message, body, depth)
+    return _multipart(reader, message, body, end, depth)
 
 
-def _multipart(message: Message, body: str, depth: int) -> Message | None:
+def _multipart(
+    reader: _Reader, message: Message, start: int, end: int, depth: int
+) -> Message | None:
+    raw = reader.raw
     boundary = mime_params.boundary(message)
     if not boundary or depth >= _DEPTH or message.get_content_subtype() == "digest":
         return None
     if str(message.get("content-transfer-encoding", "8bit")).lower() not in _MULTIPART_CTES:
         return None  # the stdlib records a defect for it
-    parts = _parts(body, "--" + boundary)
-    if parts is None:
+    try:
+        separator = ("--" + boundary).encode("ascii", "surrogateescape")
+    except UnicodeEncodeError:
+        return None  # no line of the message can start with it
+    lines = _separator_lines(raw, start, end, separator)
+    if not _well_formed(lines):
         return None
-    preamble, texts, epilogue = parts
     children: list[Message | str] = []
-    for part_text in texts:
-        child = _entity(part_text, depth + 1)
+    for (_, after, _), (before, _, _) in itertools.pairwise(lines):
+        child = _entity(reader, after, before, depth + 1)
         if child is None:
             return None
         children.append(child)
-    message.preamble = preamble
-    message.epilogue = (_without_line_end(epilogue) if epilogue else None) if depth else epilogue
+    first, (_, last, _) = lines[0][0], lines[-1]
+    message.preamble = (
+        reader.text(start, _without_line_end(raw, start, first)) if first > start else None
+    )
+    if not depth:
+        message.epilogue = reader.text(last, end)
+    else:
+        message.epilogue = (
+            reader.text(last, _without_line_end(raw, last, end)) if end > last else None
+        )
     message.set_payload(children)
     return message
 
 
-def _headers(text: str) -> tuple[list[tuple[str, str]], str] | None:
-    """The header fields as ``(name, value)`` the way compat32 stores them, and the body."""
+def _headers(raw: bytes, start: int, end: int) -> tuple[list[tuple[str, str]], int] | None:
+    """The header fields of ``raw[start:end]`` as ``(name, value)`` the way compat32 stores
+    them, and where the body starts."""
     fields: list[tuple[str, str]] = []
-    position, size = 0, len(text)
-    body = ""
-    while position < size:
-        end = text.find("\n", position)
-        end = size if end < 0 else end + 1
-        line = text[position:end]
+    position = start
+    body = end
+    while position < end:
+        stop = raw.find(b"\n", position, end)
+        stop = end if stop < 0 else stop + 1
+        line = raw[position:stop].decode("ascii", "surrogateescape")
         if line in ("\r\n", "\n"):
-            body = text[end:]
+            body = stop
             break
         if line[0] in " \t":
             if not fields:
@@ -109,46 +151,86 @@ def _headers(text: str) -> tuple[list[tuple[str, str]], str] | None:
             if match is None:
                 return None
             fields.append((line[: match.end() - 1], line[match.end() :].lstrip(" \t")))
-        position = end
+        position = stop
     return [(name, value.rstrip("\r\n")) for name, value in fields], body
 
 
-def _parts(body: str, separator: str) -> tuple[str | None, list[str], str] | None:
-    """Preamble, part texts and epilogue of a multipart body; None unless well formed."""
-    lines = _separator_lines(body, separator)
+def _well_formed(lines: list[tuple[int, int, bool]]) -> bool:
+    """Boundary lines of a multipart body the way it is read here: a boundary first, one close
+    delimiter, last, and a part (however empty) between each two."""
     if not lines or lines[0][2] or not lines[-1][2]:
-        return None  # no boundary, a close delimiter first, or none at the end
-    closes = [start for start, _, close in lines if close]
-    if len(closes) != 1:
-        return None  # after the close delimiter, the stdlib reads on as epilogue
-    texts: list[str] = []
-    for (_, after, _), (start, _, _) in itertools.pairwise(lines):
-        if start == after:
-            return None  # consecutive boundary lines: the stdlib skips them
-        texts.append(body[after:start])
-    first = lines[0][0]
-    preamble = _without_line_end(body[:first]) if first else None
-    return preamble, texts, body[lines[-1][1] :]
+        return False  # no boundary, a close delimiter first, or none at the end
+    if sum(close for _, _, close in lines) != 1:
+        return False  # after the close delimiter, the stdlib reads on as epilogue
+    # Consecutive boundary lines: the stdlib skips them.
+    return all(after != before for (_, after, _), (before, _, _) in itertools.pairwise(lines))
 
 
-def _separator_lines(body: str, separator: str) -> list[tuple[int, int, bool]]:
+def _separator_lines(
+    raw: bytes, start: int, end: int, separator: bytes
+) -> list[tuple[int, int, bool]]:
     """``(start, end, is_close)`` of each boundary line (``end`` past its line end)."""
     found: list[tuple[int, int, bool]] = []
-    position = body.find(separator)
+    position = raw.find(separator, start, end)
     while position >= 0:
-        end = body.find("\n", position)
-        end = len(body) if end < 0 else end + 1
-        if position == 0 or body[position - 1] == "\n":
-            match = _AFTER_SEPARATOR.match(body[position:end], len(separator))
+        stop = raw.find(b"\n", position, end)
+        stop = end if stop < 0 else stop + 1
+        if position == start or raw[position - 1] == 0x0A:  # \n
+            match = _AFTER_SEPARATOR.match(raw, position + len(separator), stop)
             if match is not None:
-                found.append((position, end, match.group("end") is not None))
-        position = body.find(separator, end)
+                found.append((position, stop, match.group("end") is not None))
+        position = raw.find(separator, stop, end)
     return found
 
 
-def _without_line_end(text: str | None) -> str:
-    if not text:
-        return ""
-    if text.endswith("\r\n"):
-        return text[:-2]
-    return text[:-1] if text[-1] in "\r\n" else text
+def _without_line_end(raw: bytes, start: int, end: int) -> int:
+    """Where ``raw[start:end]`` ends without its last line end."""
+    if end - start >= 2 and raw.startswith(b"\r\n", end - 2):
+        return end - 2
+    return end - 1 if end > start and raw[end - 1] in b"\r\n" else end
+
+
+def decoded_payload(part: Message) -> bytes | None:
+    """What ``part.get_payload(decode=True)`` returns. A well-formed base64 payload (lines of
+    the alphabet, padding only at its end) is decoded where it is: the stdlib encodes it to
+    bytes, splits it into lines and joins them before decoding, four copies of an attachment
+    in memory at once besides the one the part holds."""
+    payload = _payload(part)
+    if isinstance(payload, str) and _plain_base64(part, payload) is not None:
+        return binascii.a2b_base64(payload)
+    data = part.get_payload(decode=True)
+    return data if isinstance(data, bytes) else None
+
+
+def decoded_size(part: Message) -> int:
+    """``len(decoded_payload(part) or b"")``, counted without decoding well-formed base64."""
+    payload = _payload(part)
+    digits = _plain_base64(part, payload) if isinstance(payload, str) else None
+    if digits is None or not isinstance(payload, str):
+        return len(decoded_payload(part) or b"")
+    return digits // 4 * 3 - payload.count("=", -8)
+
+
+def _payload(part: Message) -> object:
+    """The payload as the part holds it. ``get_payload()`` checks a ``str`` for surrogates by
+    encoding all of it to UTF-8 (one more copy of an attachment, let go at once)."""
+    return part.__dict__.get("_payload")
+
+
+def _plain_base64(part: Message, payload: str) -> int | None:
+    """How many base64 characters (padding included) the payload has, when it is base64 that
+    the stdlib's ``decode_b`` takes at its first, strict try, without a defect: only the
+    alphabet between line ends, at most two ``=`` at the end, whole quadruples."""
+    if not payload.isascii() or str(part.get("content-transfer-encoding", "")).lower() != "base64":
+        return None
+    pad = payload.find("=")
+    body = len(payload) if pad < 0 else pad
+    tail = payload[body:]
+    if len(tail) > 8 or tail.count("=") > 2 or tail.strip("=\r\n"):
+        return None
+    for start in range(0, body, _WINDOW):
+        window = payload[start : min(start + _WINDOW, body)].encode("ascii")
+        if window.translate(None, _BASE64_LINES):
+            return None
+    digits = len(payload) - payload.count("\n") - payload.count("\r")
+    return digits if digits % 4 == 0 else None

@@ -36,7 +36,7 @@ from typing import Any
 from posthaste.core import mime_params
 from posthaste.core.addresses import Address, parse_address
 from posthaste.core.message_parser import parse_message
-from posthaste.core.mime_tree import read_tree
+from posthaste.core.mime_tree import decoded_payload, read_tree
 from posthaste.core.models import Attachment
 from posthaste.core.send_request import (
     CONTENT_ID,
@@ -81,30 +81,52 @@ class _HeaderField:
 
 def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Submission:
     """Read a submitted message and its envelope recipients; raises ``ValidationError``."""
-    fields, rest = _split_header(raw)
+    fields, body = _split_header(raw)
     control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
-    message = _tree(raw)
-    sender = _single_from(message)
-    bodies = _Bodies.of(message)
-    request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
-    message_id = _message_id(message)
-    added = [] if message.get("Date") is not None else [_date_field(now.replace(microsecond=0))]
-    kept = b"".join(f.lines for f in fields if not _removed(f.name))
-    check_attachment_budget(bodies.attachments)
+    read = _read_request(raw, recipients, control)  # the MIME tree is gone after it
+    added = [] if read.dated else [_date_field(now.replace(microsecond=0))]
+    kept = [f.lines for f in fields if not _removed(f.name)]
+    unchanged = not added and len(kept) == len(fields)
     request = replace(
-        request,
-        attachments=bodies.attachments,
-        raw=b"".join(added) + kept + rest,
-        message_id=message_id,
+        read.request,
+        attachments=read.attachments,
+        raw=raw if unchanged else _joined(added, kept, raw, body),
+        message_id=read.message_id,
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
     return Submission(request, key, _fingerprint(raw, recipients))
 
 
+@dataclass(frozen=True)
+class _Read:
+    """What the MIME tree says: the request without its attachments, raw message and
+    Message-ID, those two, and whether the message has a ``Date``."""
+
+    request: SendRequest
+    attachments: list[Attachment]
+    message_id: str | None
+    dated: bool
+
+
+def _read_request(raw: bytes, recipients: Sequence[str], control: dict[bytes, str]) -> _Read:
+    message = _tree(raw)
+    sender = _single_from(message)
+    bodies = _Bodies.of(message)
+    request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
+    check_attachment_budget(bodies.attachments)
+    dated = message.get("Date") is not None
+    return _Read(request, bodies.attachments, _message_id(message), dated)
+
+
+def _joined(added: list[bytes], kept: list[bytes], raw: bytes, body: int) -> bytes:
+    """The message to keep, its header changed: one copy, the body read where it is."""
+    return b"".join([*added, *kept, memoryview(raw)[body:]])
+
+
 def _tree(raw: bytes) -> Message:
     """The MIME tree: built from the lines where the message is of the usual shapes (about a
     third of the stdlib parser's CPU), else by the stdlib's parser; the same tree either way."""
-    tree = read_tree(raw.decode("ascii", "surrogateescape"))
+    tree = read_tree(raw)
     return parse_message(raw) if tree is None else tree
 
 
@@ -120,8 +142,8 @@ def _removed(name: bytes) -> bool:
     return name.startswith(CONTROL_PREFIX) or name == b"bcc"
 
 
-def _split_header(raw: bytes) -> tuple[list[_HeaderField], bytes]:
-    """The header fields as submitted, and everything from the blank line on."""
+def _split_header(raw: bytes) -> tuple[list[_HeaderField], int]:
+    """The header fields as submitted, and where the rest (from the blank line on) starts."""
     fields: list[_HeaderField] = []
     position = 0
     while position < len(raw):
@@ -144,7 +166,7 @@ def _split_header(raw: bytes) -> tuple[list[_HeaderField], bytes]:
         position = end
     if not fields:
         raise ValidationError("The message has no header fields.")
-    return fields, raw[position:]
+    return fields, position
 
 
 def _single_from(message: Message) -> Address:
@@ -306,8 +328,7 @@ def _content(part: Message) -> bytes:
     if part.get_content_maintype() == "message" and part.is_multipart():
         inner = part.get_payload(0)
         return inner.as_bytes() if isinstance(inner, Message) else b""
-    payload = part.get_payload(decode=True)
-    return payload if isinstance(payload, bytes) else b""
+    return decoded_payload(part) or b""
 
 
 def _filename(part: Message, index: int) -> str:

@@ -15,6 +15,7 @@ message to an unsubscribe address unsubscribes the person its token names
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -163,6 +164,8 @@ class InboundService:
             return []
         authentication = await self._authenticate(arrival)
         raw = with_results_header(arrival.raw, self.results_host, authentication)
+        # The message as it arrived goes (unless the caller holds it too): one copy, not two.
+        arrival = dataclasses.replace(arrival, raw=raw)
         stored: list[str] = []
         mail = [m for m in arrival.mailboxes if m.email_id is None and m.unsubscribe is None]
         for team_id in dict.fromkeys(m.team_id for m in mail):

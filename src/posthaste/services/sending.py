@@ -463,9 +463,10 @@ def _kept_raw(request: SendRequest, email: Email, added: Mapping[str, str]) -> b
     raw = request.raw
     if raw is None:
         return None
+    on_top = header_lines(added) if added else b""
     if request.message_id is None:
-        raw = with_message_id(raw, email.message_id)
-    return header_lines(added) + raw if added else raw
+        on_top += with_message_id(b"", email.message_id)
+    return b"".join((on_top, raw)) if on_top else raw  # one copy of a large message
 
 
 def _pending(items: list[_Item]) -> Iterator[_Item]:

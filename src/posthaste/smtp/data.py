@@ -91,10 +91,11 @@ class _Message:
         """The raw message or its refusal; call at the end, when the last line is complete."""
         if self.refusal is not None:
             return self.refusal
-        raw = b"".join(self.chunks)
         # Within the size limit the only refusal is for a line too long.
-        if len(raw) > self.line_limit and _longest(raw.split(b"\r\n")) + 2 > self.line_limit:
+        if self.size > self.line_limit and _longest_line(self.chunks) + 2 > self.line_limit:
             return TOO_LONG
+        raw = b"".join(self.chunks)
+        self.chunks.clear()  # the message is held once from here on
         return raw
 
     def _settle(self) -> None:
@@ -133,6 +134,27 @@ class _Message:
 
 def _longest(lines: list[bytes]) -> int:
     return max(map(len, lines), default=0)
+
+
+def _longest_line(chunks: list[bytes]) -> int:
+    """``_longest(b"".join(chunks).split(b"\r\n"))``, a chunk at a time: the lines of the whole
+    message as a list took half as much memory again as the message."""
+    longest = partial = 0  # ``partial``: the line still open after the chunks so far
+    open_cr = False  # that line ends with a CR, which a LF next would end it with
+    for chunk in chunks:
+        if not chunk:
+            continue
+        lines = chunk.split(b"\r\n")
+        if open_cr and chunk[0] == 0x0A:  # a CRLF across two chunks
+            longest = max(longest, partial - 1)
+            partial, lines[0] = 0, lines[0][1:]
+        if len(lines) == 1:
+            partial += len(lines[0])
+        else:
+            longest = max(longest, partial + len(lines[0]), _longest(lines[1:-1]))
+            partial = len(lines[-1])
+        open_cr = chunk[-1] == 0x0D and partial > 0
+    return max(longest, partial)
 
 
 def unstuff(raw: bytes) -> bytes:

@@ -22,7 +22,7 @@ from posthaste.bootstrap import Services
 from posthaste.core.inbound import MAX_INBOUND_BYTES, Arrival, Mailbox
 from posthaste.services.inbound import InboundService
 from posthaste.smtp.replies import INTERNAL
-from posthaste.smtp.session import InFlight, Listener, MailServer, MailSession
+from posthaste.smtp.session import InFlight, Listener, MailServer, MailSession, taken_message
 
 log = logging.getLogger(__name__)
 
@@ -80,20 +80,22 @@ class InboundHandler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: Any, session: Session, envelope: InboundEnvelope) -> str:
-        raw = envelope.original_content
-        assert isinstance(raw, bytes)
-        peer = session.peer[0] if isinstance(session.peer, tuple) else None
-        arrival = Arrival(
-            envelope.mail_from or "", envelope.mailboxes, raw, peer, session.host_name
-        )
         with self.in_flight.message():
             try:
-                stored = await self.inbound.receive(arrival)
+                # Only the arrival holds the message: ``receive`` lets it go once it has made
+                # the message it keeps.
+                stored = await self.inbound.receive(_arrival(session, envelope))
             except Exception:
                 log.exception("inbound: storing a message failed")
                 return INTERNAL.line()
         log.info("inbound stored %s", " ".join(stored), extra={"fields": {"stored": stored}})
         return f"250 2.0.0 OK {' '.join(stored)}".rstrip()
+
+
+def _arrival(session: Session, envelope: InboundEnvelope) -> Arrival:
+    peer = session.peer[0] if isinstance(session.peer, tuple) else None
+    raw = taken_message(envelope)
+    return Arrival(envelope.mail_from or "", envelope.mailboxes, raw, peer, session.host_name)
 
 
 @dataclass

@@ -31,7 +31,14 @@ from posthaste.core.submission import Submission, parse_submission
 from posthaste.errors import InvalidApiKey, PosthasteError
 from posthaste.services.metrics import Metrics
 from posthaste.smtp.replies import reply_line
-from posthaste.smtp.session import SHARE_PORTS, InFlight, Listener, MailServer, MailSession
+from posthaste.smtp.session import (
+    SHARE_PORTS,
+    InFlight,
+    Listener,
+    MailServer,
+    MailSession,
+    taken_message,
+)
 
 __all__ = ["SHARE_PORTS", "Listener", "RelaySMTP", "RelayServer"]
 
@@ -128,9 +135,7 @@ class RelayHandler:
             # Per message, not once per session: a revoked key or new limits take effect at
             # once (authenticate() remembers keys for a few seconds, so this costs no query).
             principal = await self.services.api_keys.authenticate(login.token)
-            raw = envelope.content
-            assert isinstance(raw, bytes)  # decode_data is off
-            email_id = await self.submit(principal, raw, envelope.rcpt_tos)
+            email_id = await self.submit(principal, taken_message(envelope), envelope.rcpt_tos)
         except PosthasteError as exc:
             return reply_line(exc)
         except Exception as exc:
@@ -144,6 +149,7 @@ class RelayHandler:
         services = self.services
         await services.rate_limiter.check(principal)
         submission = await _parse(raw, recipients)
+        del raw  # the request holds what is kept (the same bytes unless its header changed)
         key = submission.idempotency_key
         idempotency = None if key is None else idempotency_key(key, submission.fingerprint)
         accepted = await services.sending.accept(

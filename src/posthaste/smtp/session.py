@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, AnyStr, cast
 
-from aiosmtpd.smtp import MISSING, SMTP, syntax
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 
 from posthaste.bootstrap import Services
 from posthaste.logs import SESSION_ID, logged_with
@@ -155,6 +155,8 @@ class MailSession(SMTP):
                 await self.push("500 Error: strict ASCII mode")
                 return
             self.envelope.content, self.envelope.original_content = content, original
+            # The envelope holds the message now: the handler may let it go when it is done.
+            del raw, original, content
             status = await self._call_handler_hook("DATA")
             reply = "250 OK" if status is MISSING else status
         self._set_post_data_state()  # type: ignore[no-untyped-call]
@@ -209,6 +211,16 @@ class MailSession(SMTP):
             await super().push(ENHANCED.get(status, status))
         else:
             await super().push(status)
+
+
+def taken_message(envelope: Envelope) -> bytes:
+    """The message of ``envelope``, which then lets go of it: the handler holds the one copy
+    and can drop it as soon as what it keeps is made (aiosmtpd resets the envelope after
+    DATA anyway)."""
+    raw = envelope.original_content
+    assert isinstance(raw, bytes)
+    envelope.content = envelope.original_content = None
+    return raw
 
 
 _TLS_EXTRA = ("sslcontext", "peercert", "cipher", "compression", "ssl_object")
