@@ -18,6 +18,7 @@ from posthaste.core.mime import OutgoingMessage, build_message
 from posthaste.core.tracking import (
     CLICK_PURPOSE,
     MAX_URL,
+    TrackedEmail,
     TrackingLinks,
     TrackingOptions,
 )
@@ -201,3 +202,13 @@ def build(html: str, text: str | None = None) -> bytes:
             date=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
         )
     )
+
+
+def test_a_domains_tracking_host_keeps_the_public_urls_scheme_and_port() -> None:
+    links = TrackingLinks(SECRET, "http://mail.example.net:8080/")
+    assert links.open_url(TEAM, EMAIL, "links.acme.test").startswith(
+        "http://links.acme.test:8080/t/o/"
+    )
+    url = links.click_url(TEAM, EMAIL, "https://a.example.com/", "links.acme.test")
+    assert url.startswith("http://links.acme.test:8080/t/c/")
+    assert links.read_click(token_of(url)) == TrackedEmail(TEAM, EMAIL, "https://a.example.com/")

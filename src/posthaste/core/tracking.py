@@ -73,14 +73,16 @@ class TrackingLinks:
     def __init__(self, secret_key: Keys, public_url: str, untracked: Sequence[str] = ()) -> None:
         """``untracked``: URL prefixes never rewritten (the unsubscribe pages)."""
         self._base = public_url.rstrip("/")
-        self._scheme = urlsplit(self._base).scheme or "https"
+        parts = urlsplit(self._base)
+        self._scheme = parts.scheme or "https"
+        self._port = "" if parts.port is None else f":{parts.port}"
         self._opens = TokenSigner(secret_key, OPEN_PURPOSE)
         self._clicks = TokenSigner(secret_key, CLICK_PURPOSE)
         self._untracked = (*untracked, self._base + OPEN_PATH, self._base + CLICK_PATH)
 
     def _base_for(self, host: str | None) -> str:
-        """The public URL, or the same scheme on a domain's own tracking host."""
-        return self._base if host is None else f"{self._scheme}://{host}"
+        """The public URL, or its scheme and port on a domain's own tracking host."""
+        return self._base if host is None else f"{self._scheme}://{host}{self._port}"
 
     def open_url(self, team_id: str, email_id: str, host: str | None = None) -> str:
         return self._base_for(host) + OPEN_PATH + self._opens.sign(_ids(team_id, email_id))
