@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Callable
@@ -114,16 +115,21 @@ class OpenLoopResult:
 
 
 async def open_loop(
-    target: Target, rate: float, window: Window, limit: int = 256
+    target: Target,
+    rate: float,
+    window: Window,
+    limit: int = 256,
+    stop: asyncio.Event | None = None,
 ) -> OpenLoopResult:
     """Requests at a fixed ``rate`` whatever the answers; latency runs from the *scheduled*
     send time, so a stalled server (or generator) shows up in the figures instead of silently
-    slowing the schedule down (no coordinated omission)."""
+    slowing the schedule down (no coordinated omission). The schedule ends at the window's end
+    or when ``stop`` is set, whichever comes first (a window may then end at infinity)."""
     recorder = Recorder()
     window_start, window_end = window
     begin = time.perf_counter()
-    total = int((window_end - begin) * rate)
     max_lag = 0.0
+    scheduled_in_window = 0
 
     async def one(http: aiohttp.ClientSession, scheduled: float, index: int) -> None:
         url = target.urls[index % len(target.urls)]
@@ -133,14 +139,20 @@ async def open_loop(
 
     async with session(limit) as http:
         tasks: list[asyncio.Task[None]] = []
-        for index in range(total):
+        for index in itertools.count():
             scheduled = begin + index / rate
+            if scheduled >= window_end:
+                break
             delay = scheduled - time.perf_counter()
-            if delay > 0:
+            if stop is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(delay, 0))
+                    break
+            elif delay > 0:
                 await asyncio.sleep(delay)
             if scheduled >= window_start:
                 max_lag = max(max_lag, time.perf_counter() - scheduled)
+                scheduled_in_window += 1
             tasks.append(asyncio.create_task(one(http, scheduled, index)))
         await asyncio.gather(*tasks)
-    scheduled_in_window = sum(1 for i in range(total) if begin + i / rate >= window_start)
     return OpenLoopResult(recorder, scheduled_in_window, max_lag * 1000)

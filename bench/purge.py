@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
 import tempfile
 import time
@@ -36,7 +37,7 @@ from tests.dns_server import running_zone
 
 from bench import load, payload, server, sink
 from bench.serve import RESULTS, Run, Serve, set_up, started, watched
-from bench.stats import percentile
+from bench.stats import Recorder, percentile
 from posthaste.core.ids import now_ms
 from posthaste.storage.tables import (
     blobs,
@@ -235,46 +236,14 @@ def figures(latencies: list[float]) -> dict[str, Any]:
     }
 
 
-async def paced_until(
-    run: Run, rate: float, stop: asyncio.Event, timings: list[tuple[float, float, bool]]
-) -> None:
-    """``POST /emails`` at ``rate`` per second, open loop, until ``stop`` is set; each request's
-    (scheduled time, latency from it, accepted)."""
-    target = load.Target(
-        [run.serve.url + "/emails"], run.serve.live_key, payload.single_bodies(), load.count_single
-    )
-    accepted_total = 0
-
-    async def one(http: aiohttp.ClientSession, scheduled: float, index: int) -> None:
-        nonlocal accepted_total
-        body = target.bodies[index % len(target.bodies)]
-        accepted, _ = await load._post(http, target.urls[0], target, body)
-        accepted_total += accepted
-        timings.append((scheduled, time.perf_counter() - scheduled, accepted == 1))
-
-    begin = time.perf_counter()
-    async with load.session(256) as http:
-        tasks: list[asyncio.Task[None]] = []
-        index = 0
-        while not stop.is_set():
-            scheduled = begin + index / rate
-            delay = scheduled - time.perf_counter()
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
-                    break
-            tasks.append(asyncio.create_task(one(http, scheduled, index)))
-            index += 1
-        await asyncio.gather(*tasks)
-    run.expected += accepted_total
-
-
 def split(
-    timings: list[tuple[float, float, bool]], began: float, ended: float, args: argparse.Namespace
+    recorder: Recorder, began: float, ended: float, args: argparse.Namespace
 ) -> dict[str, Any]:
-    during = [lat for at, lat, _ in timings if began <= at < ended]
-    after = [lat for at, lat, _ in timings if at >= ended + args.settle]
-    failed = sum(1 for _, _, ok in timings if not ok)
+    """The requests scheduled while the purge ran against those scheduled after it."""
+    timed = list(zip(recorder.starts, recorder.latencies, strict=True))
+    during = [latency for at, latency in timed if began <= at < ended]
+    after = [latency for at, latency in timed if at >= ended + args.settle]
+    failed = sum(recorder.errors.values())
     return {"during_purge": figures(during), "after_purge": figures(after), "failed": failed}
 
 
@@ -287,10 +256,13 @@ async def measure(
 ) -> dict[str, Any]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
         run = Run(serve, sink_port, sink_pid, None, http)  # type: ignore[arg-type]
-        timings: list[tuple[float, float, bool]] = []
+        target = load.Target(
+            [serve.url + "/emails"], serve.live_key, payload.single_bodies(), load.count_single
+        )
         stop = asyncio.Event()
         async with watched(run) as usage:
-            load_task = asyncio.create_task(paced_until(run, args.rate, stop, timings))
+            window = (time.perf_counter(), math.inf)  # until ``stop``
+            load_task = asyncio.create_task(load.open_loop(target, args.rate, window, stop=stop))
             await asyncio.sleep(args.warmup)
             began = time.perf_counter()
             await make_due(sqlalchemy_url(serve, data_dir))
@@ -302,12 +274,13 @@ async def measure(
                 raise RuntimeError(f"no end of the purge logged:\n{run.log_tail()}") from None
             await asyncio.sleep(max(ended - began, args.min_after) + args.settle)
             stop.set()
-            await load_task
+            outcome = await load_task
+        run.expected += outcome.recorder.accepted
         await run.drained()
         return {
             "rate": args.rate,
             "purge_seconds": round(ended - began, 1),
-            **split(timings, began, ended, args),
+            **split(outcome.recorder, began, ended, args),
             "purge_log": _purge_lines(serve.log),
             **usage.as_dict(),
         }

@@ -21,6 +21,7 @@ class Recorder:
     """Collects one measurement window: request latencies, accepted emails, errors."""
 
     latencies: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)  # each request's (scheduled) start
     accepted: int = 0
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -31,6 +32,7 @@ class Recorder:
         self.requests += 1
         self.accepted += accepted
         self.latencies.append(end - start)
+        self.starts.append(start)
         self.first_start = min(self.first_start, start)
         self.last_end = max(self.last_end, end)
         if error is not None:

@@ -385,7 +385,8 @@ async def http_server(services: Services) -> AsyncIterator[str]:
                 break
             await asyncio.sleep(0.1)
         assert server.started, "the API did not start"
-        yield f"http://127.0.0.1:{services.settings.http_port}"
+        port = server.servers[0].sockets[0].getsockname()[1]  # the one the system chose
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await serving
@@ -395,8 +396,7 @@ async def opened_from(settings: Settings, forwarded: str) -> tuple[str, int]:
     """The address an open recorded when the pixel was fetched over a real HTTP connection
     from 127.0.0.1 with ``X-Forwarded-For: forwarded``, and what ``GET /metrics`` (loopback
     peers only, without a token) answered the same way."""
-    port = _free_port()
-    async with world(dataclasses.replace(settings, http_host="127.0.0.1", http_port=port)) as w:
+    async with world(dataclasses.replace(settings, http_host="127.0.0.1", http_port=0)) as w:
         await w.domain(open_tracking=True)
         email_id = await w.send(html="<p>Hi</p>")
         await w.deliver()
@@ -407,14 +407,6 @@ async def opened_from(settings: Settings, forwarded: str) -> tuple[str, int]:
             metrics = (await http.get("/metrics", headers=headers)).status_code
         [opened] = await w.events(email_id, "email.opened")
         return str(opened["data"]["open"]["ip_address"]), metrics
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_x_forwarded_for_is_believed_only_from_trusted_proxies(settings: Settings) -> None:
