@@ -156,11 +156,33 @@ async def test_every_line_of_an_smtp_session_names_its_session(
         assert "Peer:" in lines[0], lines
         assert [line for line in lines if line.endswith(") connection lost")], lines
     assert len(logged.where(session_id=first)) > 3
+    # At INFO, aiosmtpd's line per command is left out; each refusal is a line of its own.
+    messages = [line["message"] for line in logged.lines]
+    assert not [m for m in messages if " >> " in m or " sender: " in m or " recip: " in m]
+    refusals = [line for line in logged.lines if line["message"].startswith("refused: ")]
+    assert {line["message"][9:12] for line in refusals} == {"535", "550"}, refusals
+    assert None not in {line.get("session_id") for line in refusals}
     assert _sessions(services) == {
         ("relay", "accepted"): 1,
         ("relay", "refused"): 1,
         ("inbound", "refused"): 1,
     }
+
+
+async def test_smtp_command_lines_are_logged_at_debug(
+    services: Services, logged: _Lines
+) -> None:
+    logging.getLogger().setLevel(logging.DEBUG)
+    inbound = InboundServer(services, "127.0.0.1", [Listener(0, False)])
+    await inbound.start()
+    try:
+        await asyncio.to_thread(_inbound_session, inbound.ports[0])
+        await eventually(lambda: not inbound.sessions, what="the end")
+    finally:
+        await inbound.close()
+    messages = [line["message"] for line in logged.lines]
+    assert [m for m in messages if " >> " in m and "mail FROM:" in m], messages
+    assert [m for m in messages if " sender: someone@sender.test" in m], messages
 
 
 async def test_the_lines_of_a_delivery_name_its_email(settings: Settings, logged: _Lines) -> None:
