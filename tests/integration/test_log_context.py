@@ -169,9 +169,7 @@ async def test_every_line_of_an_smtp_session_names_its_session(
     }
 
 
-async def test_smtp_command_lines_are_logged_at_debug(
-    services: Services, logged: _Lines
-) -> None:
+async def test_smtp_command_lines_are_logged_at_debug(services: Services, logged: _Lines) -> None:
     logging.getLogger().setLevel(logging.DEBUG)
     inbound = InboundServer(services, "127.0.0.1", [Listener(0, False)])
     await inbound.start()
