@@ -66,6 +66,7 @@ def downgrade() -> None:
         batch.drop_constraint("pk_tls_report_counts", type_="primary")
         batch.drop_column("sending_ip")
         batch.create_primary_key("pk_tls_report_counts", _COUNT_KEY)
+    op.execute("DELETE FROM mta_sts_policies WHERE policy = ''")  # failed fetches: unknown before
     with op.batch_alter_table("mta_sts_policies") as batch:
         batch.drop_column("fetch_detail")
         batch.drop_column("fetch_error")
