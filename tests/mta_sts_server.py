@@ -4,11 +4,16 @@ serves a policy file and takes TLS reports.
 ``TestCa`` writes its certificate to a file (for ``POSTHASTE_TLS_CA_FILE``) and signs leaf
 certificates for the names a test gives. ``PolicyServer`` answers
 ``GET /.well-known/mta-sts.txt`` with ``policy`` (``status`` and ``content_type`` as set), counts
-the fetches, and keeps every ``POST /tlsrpt`` it receives (content type and body).
+the fetches, and keeps every ``POST /tlsrpt`` it receives (content type and body), answering
+503 to the first ``refuse_reports`` of them; ``POST /broken`` always answers 500. With
+``gate`` set, reports are let through in waves of ``gate`` (each waits, 5 s at most, for the
+rest of its wave to arrive), and ``most_at_once`` tells how many were ever under way at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import ssl
 from collections.abc import AsyncIterator, Sequence
@@ -113,6 +118,13 @@ class PolicyServer:
     fetches: int = 0
     reports: list[tuple[str, bytes]] = field(default_factory=list)
     port: int = 0
+    refuse_reports: int = 0
+    broken_posts: int = 0
+    gate: int = 0
+    arrived: int = 0
+    at_once: int = 0
+    most_at_once: int = 0
+    _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def serve_policy(self, request: web.Request) -> web.Response:
         self.fetches += 1
@@ -123,8 +135,29 @@ class PolicyServer:
         )
 
     async def take_report(self, request: web.Request) -> web.Response:
-        self.reports.append((request.headers.get("Content-Type", ""), await request.read()))
-        return web.Response(status=201)
+        body = await request.read()
+        async with self._arrived:
+            wave_end = (self.arrived // self.gate + 1) * self.gate if self.gate else 0
+            self.arrived += 1
+            self.at_once += 1
+            self.most_at_once = max(self.most_at_once, self.at_once)
+            self._arrived.notify_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._arrived.wait_for(lambda: self.arrived >= wave_end), 5.0
+                )
+        try:
+            if self.refuse_reports > 0:
+                self.refuse_reports -= 1
+                return web.Response(status=503)
+            self.reports.append((request.headers.get("Content-Type", ""), body))
+            return web.Response(status=201)
+        finally:
+            self.at_once -= 1
+
+    async def take_broken(self, request: web.Request) -> web.Response:
+        self.broken_posts += 1
+        return web.Response(status=500)
 
 
 @asynccontextmanager
@@ -136,6 +169,7 @@ async def running_policy_server(
     app = web.Application()
     app.router.add_get("/.well-known/mta-sts.txt", server.serve_policy)
     app.router.add_post("/tlsrpt", server.take_report)
+    app.router.add_post("/broken", server.take_broken)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)

@@ -48,7 +48,7 @@ from posthaste.services.event_stream import EventStream
 from posthaste.services.idempotency import IdempotencyService
 from posthaste.services.inbound import InboundService, ReceivedQueries
 from posthaste.services.metrics import Metrics, MetricsService
-from posthaste.services.mta_sts import MtaStsPolicies
+from posthaste.services.mta_sts import MtaStsPolicies, PolicyRefresher
 from posthaste.services.pools import PoolQueries, PoolSources, StreamDomainPools
 from posthaste.services.ratelimit import RateLimiter
 from posthaste.services.retention import RetentionService
@@ -106,6 +106,7 @@ class Services:
     tracking: TrackingService
     retention: RetentionService
     mta_sts: MtaStsPolicies
+    mta_sts_refresher: PolicyRefresher
     tls_reports: TlsReportService
     metrics: Metrics
     metrics_service: MetricsService
@@ -184,7 +185,7 @@ def build_services(
         ca_file=settings.tls_ca_file,
         allow_private=settings.mta_sts_allow_private,
     )
-    mta_sts = MtaStsPolicies(db, Resolver(settings.dns_nameservers), fetcher)
+    mta_sts = MtaStsPolicies(db, Resolver(settings.dns_nameservers), metrics=metrics)
     transports.secure_with(mta_sts)
     parsed_templates = ParseCache()
     domains = DomainService(db, settings, Resolver(settings.dns_nameservers), KeyProviders())
@@ -278,11 +279,15 @@ def build_services(
         tracking=TrackingService(db, tracking),
         retention=RetentionService(db, settings.retention_days),
         mta_sts=mta_sts,
+        mta_sts_refresher=PolicyRefresher(
+            db, Resolver(settings.dns_nameservers), fetcher, metrics=metrics
+        ),
         tls_reports=TlsReportService(
             db,
             Resolver(settings.dns_nameservers),
             fetcher,
             registered_domain(settings.mx_host),
+            metrics=metrics,
         ),
         metrics=metrics,
         metrics_service=MetricsService(db, metrics, destinations, pools),

@@ -179,6 +179,8 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
         JobKind.EXPAND_BROADCAST: services.broadcasts.expand,
         JobKind.PURGE: services.retention.purge,
         JobKind.TLS_REPORT: services.tls_reports.run,
+        JobKind.UPLOAD_TLS_REPORT: services.tls_reports.retry_uploads,
+        JobKind.REFRESH_MTA_STS: services.mta_sts_refresher.run,
     }
 
 

@@ -91,6 +91,12 @@ async def test_mail_leaves_from_its_pools_addresses_with_its_helo(
         assert domain["pool"] is None
         patched = await _call(http, tenant, "PATCH", f"/domains/{domain['id']}", {"pool": "solo"})
         assert patched["pool"] == "solo"
+        # A pool given when the domain is added works as one set later.
+        created = await _call(
+            http, tenant, "POST", "/domains", {"name": "own.test", "pool": "solo"}
+        )
+        assert created["pool"] == "solo"
+        assert (await _get(http, tenant, f"/domains/{created['id']}"))["pool"] == "solo"
 
         ids = {
             **{
@@ -102,6 +108,7 @@ async def test_mail_leaves_from_its_pools_addresses_with_its_helo(
             "t0@pooled.test": await _send(http, tenant, "hi@acme.test", "t0@pooled.test"),
             "t1@pooled.test": await _send(http, tenant, "hi@acme.test", "t1@pooled.test"),
             "d0@pooled.test": await _send(http, tenant, "hi@plain.test", "d0@pooled.test"),
+            "o0@pooled.test": await _send(http, tenant, "hi@own.test", "o0@pooled.test"),
         }
         async with _working(services):
             await _until(lambda: len(sink.messages) == len(ids))
@@ -113,6 +120,7 @@ async def test_mail_leaves_from_its_pools_addresses_with_its_helo(
         assert (
             came["t0@pooled.test"] == came["t1@pooled.test"] == ("127.0.0.4", "solo.example.test")
         )
+        assert came["o0@pooled.test"] == ("127.0.0.4", "solo.example.test")
         assert came["d0@pooled.test"] == ("127.0.0.1", "machine.example.test")
         notes = await _notes(http, tenant, ids["n0@pooled.test"])
         assert any(n.startswith("pool warm: 127.0.0.") for n in notes), notes
@@ -135,7 +143,7 @@ async def test_mail_leaves_from_its_pools_addresses_with_its_helo(
             assert shown["warmup_day"] == 1 and shown["cap"] is None
             assert shown["sent_today"] >= sum(1 for peer, _ in news if peer == address)
         (solo,) = listed["solo"]["addresses"]
-        assert solo["sent_today"] >= 2
+        assert solo["sent_today"] >= 3
 
         # A domain's pool taken away, the stream's cleared: default for both from now on.
         cleared = await _call(http, tenant, "PATCH", "/streams/news", {"pool": None})
@@ -296,7 +304,17 @@ async def test_a_pool_that_is_not_configured_is_refused_with_nothing_stored(
             assert_error(patched, 422, "validation_error")
         stream = (await http.get("/streams/transactional", headers=h)).json()
         assert (stream["name"], stream["pool"]) == ("Transactional", None)
-        domain = await _call(http, tenant, "POST", "/domains", {"name": "acme.test"})
+        for body in ({"name": "cold.test", "pool": "cold"}, {"name": "cold.test", "pool": 3}):
+            created = await http.post("/domains", json=body, headers=h)
+            assert_error(created, 422, "validation_error")
+            assert "'pool' must be" in created.json()["message"]
+        claimed = await http.post(
+            "/domains/claim", json={"name": "cold.test", "pool": "cold"}, headers=h
+        )
+        assert_error(claimed, 422, "validation_error")
+        assert (await http.get("/domains", headers=h)).json()["data"] == []
+        domain = await _call(http, tenant, "POST", "/domains", {"name": "acme.test", "pool": None})
+        assert domain["pool"] is None
         patched = await http.patch(f"/domains/{domain['id']}", json={"pool": "cold"}, headers=h)
         assert_error(patched, 422, "validation_error")
         assert (await http.get(f"/domains/{domain['id']}", headers=h)).json()["pool"] is None

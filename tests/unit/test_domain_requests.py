@@ -47,6 +47,9 @@ def test_a_new_domain_is_normalised_with_default_settings() -> None:
     parsed = parse_new_domain(fields, REGIONS)
     assert parsed.region == "eu-west-1"
     assert parsed.settings == DomainSettings(tls="enforced", receiving=True)
+    assert parsed.pool is None
+    assert parse_new_domain({"name": "example.com", "pool": "bulk"}, REGIONS).pool == "bulk"
+    assert parse_new_domain({"name": "example.com", "pool": None}, REGIONS).pool is None
 
 
 @pytest.mark.parametrize(
@@ -59,6 +62,8 @@ def test_a_new_domain_is_normalised_with_default_settings() -> None:
         ({"name": "example.com", "tls": "x", "receiving": None},
          "'receiving' must be true or false, got null."),
         ({"name": "example.com", "tls": None}, BAD_TLS),
+        ({"name": "example.com", "tls": "x", "pool": 3}, BAD_TLS),
+        ({"name": "example.com", "pool": 3}, "'pool' must be a pool's name or null, got number."),
     ],
 )  # fmt: skip
 def test_the_first_problem_of_a_new_domain_is_reported(

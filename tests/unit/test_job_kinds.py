@@ -28,4 +28,6 @@ def test_job_kinds_are_the_names_stored_in_the_queue() -> None:
         "automation_step",
         "purge",
         "tls_report",
+        "upload_tls_report",
+        "refresh_mta_sts",
     }

@@ -10,15 +10,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posthaste.core.mta_sts import (
+    FAILED_FETCH_PAUSE_MS,
     MAX_AGE_LIMIT,
+    NO_POLICY,
+    CachedPolicy,
     PolicyError,
+    Refresh,
     StsDecision,
     StsMode,
+    StsRecord,
     allowed_hosts,
     mx_matches,
     parse_mx_pattern,
     parse_policy,
     parse_record,
+    plan_policy,
 )
 from posthaste.core.tls_reports import (
     PolicyType,
@@ -144,15 +150,22 @@ def test_the_report_counts_sessions_per_policy() -> None:
     policy = parse_policy(POLICY)
     decision = StsDecision(policy, "id1")
     outcomes = [
-        TlsOutcome(TlsResult.SUCCESS, "mail.example.com", "192.0.2.1"),
-        TlsOutcome(TlsResult.SUCCESS, "mail.example.com", "192.0.2.1"),
-        TlsOutcome(TlsResult.CERTIFICATE_HOST_MISMATCH, "mail.example.com", "192.0.2.1"),
+        TlsOutcome(TlsResult.SUCCESS, "mail.example.com", "192.0.2.1", "198.51.100.7"),
+        TlsOutcome(TlsResult.SUCCESS, "mail.example.com", "192.0.2.1", "198.51.100.8"),
+        TlsOutcome(
+            TlsResult.CERTIFICATE_HOST_MISMATCH, "mail.example.com", "192.0.2.1", "198.51.100.7"
+        ),
     ]
     counts = session_counts("2026-11-26", "example.com", decision, outcomes)
     assert sorted((c.result, c.sessions) for c in counts) == [
         (TlsResult.CERTIFICATE_HOST_MISMATCH, 1),
         (TlsResult.SUCCESS, 2),
     ]
+    # Successes are counted together whichever address they left from; failures name it.
+    assert {(c.result, c.sending_ip) for c in counts} == {
+        (TlsResult.SUCCESS, ""),
+        (TlsResult.CERTIFICATE_HOST_MISMATCH, "198.51.100.7"),
+    }
     counts.append(
         TlsCount("2026-11-26", "example.com", PolicyType.NO_POLICY_FOUND, "", TlsResult.SUCCESS)
     )
@@ -171,6 +184,7 @@ def test_the_report_counts_sessions_per_policy() -> None:
     assert sts["failure-details"] == [
         {
             "result-type": "certificate-host-mismatch",
+            "sending-mta-ip": "198.51.100.7",
             "receiving-mx-hostname": "mail.example.com",
             "receiving-ip": "192.0.2.1",
             "failed-session-count": 1,
@@ -190,3 +204,64 @@ def test_a_policy_not_fetched_turns_successes_into_fetch_errors() -> None:
 def test_days_are_utc() -> None:
     start = day_start_ms("2026-11-26")
     assert day_of(start) == "2026-11-26" and day_of(start - 1) == "2026-11-25"
+
+
+NOW = 1_800_000_000_000
+DAY = 86_400_000
+
+
+def cached(record_id: str = "a", *, age: int = 0, max_age: int = DAY) -> CachedPolicy:
+    """A policy fetched ``age`` ms ago, valid for ``max_age`` ms."""
+    fetched = NOW - age
+    return CachedPolicy("example.com", record_id, POLICY, fetched, fetched + max_age)
+
+
+def failed(record_id: str = "a", *, age: int = 0) -> CachedPolicy:
+    fetched = NOW - age
+    return CachedPolicy(
+        "example.com",
+        record_id,
+        "",
+        fetched,
+        fetched + FAILED_FETCH_PAUSE_MS,
+        "sts-webpki-invalid",
+        "certificate not valid",
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "known", "applies", "refresh"),
+    [
+        # No record: a live policy stays in force; otherwise none, and nothing to fetch.
+        (None, None, "none", Refresh.NONE),
+        (None, cached(), "policy a", Refresh.NONE),
+        (None, cached(age=2 * DAY), "none", Refresh.NONE),
+        # The cached policy applies; renewed in the background for a new id or past half-life.
+        ("a", cached(age=DAY // 4), "policy a", Refresh.NONE),
+        ("b", cached(age=DAY // 4), "policy a", Refresh.BACKGROUND),
+        ("a", cached(age=DAY // 2 + 1), "policy a", Refresh.BACKGROUND),
+        # Nothing usable: the mail waits for the first fetch.
+        ("a", None, "wait", Refresh.FIRST),
+        ("a", cached(age=DAY + 1), "wait", Refresh.FIRST),
+        ("b", failed(), "wait", Refresh.FIRST),
+        # A failed fetch of this id: no policy, its failure counted; tried again after a pause.
+        ("a", failed(), "failed sts-webpki-invalid", Refresh.NONE),
+        ("a", failed(age=FAILED_FETCH_PAUSE_MS), "failed sts-webpki-invalid", Refresh.BACKGROUND),
+    ],
+)
+def test_delivery_uses_what_is_cached_and_waits_only_when_nothing_is(
+    record: str | None, known: CachedPolicy | None, applies: str, refresh: Refresh
+) -> None:
+    plan = plan_policy(None if record is None else StsRecord(record), known, NOW)
+    decision = plan.decision
+    if decision is None:
+        shown = "wait"
+    elif decision.policy is not None:
+        shown = f"policy {decision.record_id}"
+    elif decision.fetch_error:
+        shown = f"failed {decision.fetch_error}"
+    else:
+        assert decision == NO_POLICY
+        shown = "none"
+    assert (shown, plan.refresh) == (applies, refresh)
+    assert (plan.refresh is Refresh.FIRST) == (plan.decision is None)

@@ -80,6 +80,7 @@ class TlsFailure(SmtpUnavailable):
     def __init__(self, code: int, text: str, result: TlsResult) -> None:
         super().__init__(code, text)
         self.result = result
+        self.local_address = ""  # the session's source address, when it got that far
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class Connection:
     idle_since: float = field(default_factory=time.monotonic)
     # TLS was up when the connection was ready (what the TLS reports count).
     secured: bool = False
+    local_address: str = ""  # the source address the connection left from
 
     @property
     def encrypted(self) -> bool:
@@ -182,19 +184,32 @@ async def open_connection(
     )
     source = f" from {dest.source_address}" if dest.source_address else ""
     transcript.note(f"connecting to {dest.host}:{dest.port} ({dest.address or dest.host}){source}")
+    local = ""
     try:
         greeting = await client.connect()
+        local = _local_address(client)
         transcript.reply(greeting.code, greeting.message)
         await _handshake(client, dest, options, transcript)
-    except SmtpUnavailable:
+    except SmtpUnavailable as exc:
+        if isinstance(exc, TlsFailure):
+            exc.local_address = local
         client.close()
         raise
     except Exception as exc:
         client.close()
         raise _unavailable(exc, transcript) from exc
-    conn = Connection(client, dest)
+    conn = Connection(client, dest, local_address=local)
     conn.secured = conn.encrypted
     return conn
+
+
+def _local_address(client: aiosmtplib.SMTP) -> str:
+    """The address the connection left from ('' when it cannot be told)."""
+    try:
+        sockname = client.get_transport_info("sockname")
+    except aiosmtplib.SMTPServerDisconnected:
+        return ""
+    return str(sockname[0]) if isinstance(sockname, tuple) and sockname else ""
 
 
 async def _handshake(

@@ -349,6 +349,8 @@ class MxTransport:
         """The session under the domain's MTA-STS policy: with ``enforce``, only to the MX
         hosts it names and over verified TLS; the TLS outcomes are recorded for the reports."""
         decision = await self.tls_policies.policy_for(domain, transcript)
+        if decision.hold_until is not None:  # its first policy is being fetched
+            return _held(envelope, decision.hold_until, f"MTA-STS policy of {domain}"), None
         outcomes: list[TlsOutcome] = []
         try:
             hosts = _policy_hosts(domain, decision, hosts, transcript, outcomes)
@@ -475,7 +477,7 @@ class MxTransport:
         verified = dataclasses.replace(plain, tls_required=True, verify_tls=True)
         mode = decision.mode
         if mode is StsMode.TESTING and not decision.allows(host):
-            _outcome(outcomes, TlsResult.VALIDATION_FAILURE, host, address)
+            _outcome(outcomes, TlsResult.VALIDATION_FAILURE, host, address, source.address)
             return await send_through(
                 self.pool, self.options, plain, envelope, raw, transcript, final=True, most=most
             )
@@ -495,7 +497,7 @@ class MxTransport:
         try:
             replies = await send(dest=dest)
         except TlsFailure as exc:
-            _outcome(outcomes, exc.result, host, address)
+            _outcome(outcomes, exc.result, host, address, exc.local_address or source.address)
             if mode is not StsMode.TESTING:
                 if mode is StsMode.ENFORCE:
                     transcript.note(f"MTA-STS enforce: {host} refused, TLS not verified")
@@ -506,7 +508,7 @@ class MxTransport:
         for conn in opened:
             secure = conn.verified if conn.destination.verify_tls else conn.secured
             result = TlsResult.SUCCESS if secure else TlsResult.STARTTLS_NOT_SUPPORTED
-            _outcome(outcomes, result, host, address)
+            _outcome(outcomes, result, host, address, conn.local_address)
             if mode is StsMode.ENFORCE:
                 transcript.note(f"MTA-STS enforce: {host} over verified TLS")
         return replies
@@ -541,9 +543,15 @@ def _held(envelope: Envelope, until: int, reason: str) -> list[RecipientReply]:
     ]
 
 
-def _outcome(outcomes: list[TlsOutcome] | None, result: TlsResult, host: str, address: str) -> None:
+def _outcome(
+    outcomes: list[TlsOutcome] | None,
+    result: TlsResult,
+    host: str,
+    address: str,
+    sending: str | None = None,
+) -> None:
     if outcomes is not None:
-        outcomes.append(TlsOutcome(result, host, address))
+        outcomes.append(TlsOutcome(result, host, address, sending or ""))
 
 
 def _policy_hosts(

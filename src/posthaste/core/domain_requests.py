@@ -33,11 +33,13 @@ CAPABILITY_STATES = {"enabled": True, "disabled": False}
 
 @dataclass(frozen=True)
 class NewDomain:
-    """``POST /domains``: the normalised name, its region and its settings."""
+    """``POST /domains``: the normalised name, its region, its settings and its IP pool (None:
+    none; whether it is configured is the service's to check)."""
 
     name: str
     region: str
     settings: DomainSettings
+    pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class DomainChanges:
     tls: str | None = None
     receiving: bool | None = None
     tracking_subdomain: str | None = None  # REMOVED ("") when null was given
-    # The IP pool (PATCH only): its name, or null for none; checked by the service.
+    # The IP pool: its name, or null for none; checked by the service.
     pool: PoolChange | None = None
 
     def applied_to(self, current: DomainSettings) -> DomainSettings:
@@ -67,10 +69,12 @@ class DomainChanges:
 
 
 def parse_new_domain(fields: Mapping[str, object], regions: Sequence[str]) -> NewDomain:
-    """``POST /domains``'s body, checked in the order ``name``, ``region``, settings."""
+    """``POST /domains``'s body, checked in the order ``name``, ``region``, settings, pool."""
     name = parse_domain_name(fields.get("name"))
     region = parse_region(fields.get("region"), regions)
-    return NewDomain(name, region, parse_settings(fields, DomainSettings()))
+    settings = parse_settings(fields, DomainSettings())
+    pool = parse_pool_field(fields)
+    return NewDomain(name, region, settings, None if pool is None else pool.name)
 
 
 def parse_domain_changes(fields: Mapping[str, object]) -> DomainChanges:

@@ -21,3 +21,7 @@ class JobKind(StrEnum):
     )
     PURGE = "purge"  # delete what is older than the retention period (workers/retention.py)
     TLS_REPORT = "tls_report"  # the daily TLS reports, RFC 8460 (workers/tls_reports.py)
+    # another try of a TLS report's failed https uploads (workers/tls_report_uploads.py)
+    UPLOAD_TLS_REPORT = "upload_tls_report"
+    # fetch a recipient domain's MTA-STS policy, RFC 8461 (workers/mta_sts.py)
+    REFRESH_MTA_STS = "refresh_mta_sts"

@@ -1,4 +1,5 @@
-"""MTA-STS (RFC 8461): the ``_mta-sts`` TXT record, the policy file, and which MX hosts match.
+"""MTA-STS (RFC 8461): the ``_mta-sts`` TXT record, the policy file, which MX hosts match, and
+what a delivery does with what is cached (``plan_policy``).
 
 Pure: the lookups, the HTTPS fetch and the cache live in ``adapters/mta_sts_http.py`` and
 ``services/mta_sts.py``. Parsing is strict where the RFC is (a record that does not begin with
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 MAX_AGE_LIMIT = 31_557_600  # seconds (RFC 8461 §3.2: one year)
+# After a failed fetch, the same policy id is not fetched again for this long (RFC 8461 §3.3
+# suggests five minutes or more, so that a struggling policy host is not hammered).
+FAILED_FETCH_PAUSE_MS = 5 * 60_000
 POLICY_SIZE_LIMIT = 64 * 1024  # bytes of a policy file we read at most
 _ID = re.compile(r"[A-Za-z0-9]{1,32}")
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,32}")
@@ -147,6 +151,8 @@ class StsDecision:
     policy: StsPolicy | None = None
     record_id: str = ""
     fetch_error: str = ""  # an RFC 8460 result type, '' when none
+    # Not yet known: the policy is being fetched; the mail waits until then (epoch ms).
+    hold_until: int | None = None
 
     @property
     def mode(self) -> StsMode:
@@ -158,3 +164,90 @@ class StsDecision:
 
 
 NO_POLICY = StsDecision()
+
+
+@dataclass(frozen=True)
+class CachedPolicy:
+    """What the cache holds for a domain: its policy file as last fetched (``policy``) for the
+    TXT record id ``record_id``, in force until ``expires_at`` (epoch ms); or, with ``policy``
+    empty, a fetch that failed (``fetch_error``, an RFC 8460 result type, and ``fetch_detail``),
+    not tried again for that id before ``expires_at``."""
+
+    domain: str
+    record_id: str
+    policy: str
+    fetched_at: int
+    expires_at: int
+    fetch_error: str = ""
+    fetch_detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return not self.policy
+
+    def live(self, now: int) -> bool:
+        """A fetched policy that has not expired: the one that applies (RFC 8461 §5.1)."""
+        return not self.failed and now < self.expires_at
+
+    def half_spent(self, now: int) -> bool:
+        """Past half its life: due for renewal, well before it expires rather than at the
+        moment an attacker may be blocking the fetch."""
+        return now - self.fetched_at > (self.expires_at - self.fetched_at) // 2
+
+    def decision(self) -> StsDecision:
+        """The cached policy as a delivery applies it."""
+        if self.failed:
+            return StsDecision(None, self.record_id, self.fetch_error)
+        try:
+            return StsDecision(parse_policy(self.policy), self.record_id)
+        except PolicyError:  # stored only after parsing: cannot happen unless edited by hand
+            return StsDecision(None, self.record_id, "sts-policy-invalid")
+
+
+class Refresh(StrEnum):
+    """Whether a delivery asks for the domain's policy to be fetched (in the background)."""
+
+    NONE = "none"
+    BACKGROUND = "background"  # what is cached applies meanwhile
+    FIRST = "first"  # nothing usable is cached: the mail waits for the fetch
+
+
+@dataclass(frozen=True)
+class StsPlan:
+    """What a delivery does: apply ``decision`` (None: wait for the fetch), ask for ``refresh``,
+    and note ``why`` in the transcript ('' for the ordinary case)."""
+
+    decision: StsDecision | None
+    refresh: Refresh = Refresh.NONE
+    why: str = ""
+
+
+def plan_policy(record: StsRecord | None, cached: CachedPolicy | None, now: int) -> StsPlan:
+    """The delivery's view of a domain from its TXT record (None: none, or not usable) and what
+    is cached. A live cached policy always applies (RFC 8461 §5.1), and is renewed in the
+    background when the record announces another id or half its ``max_age`` has passed; a
+    failed fetch for the announced id leaves the domain without a policy until it is tried
+    again; only a domain with nothing usable cached waits for a fetch."""
+    live = cached if cached is not None and cached.live(now) else None
+    if record is None:
+        if live is None:
+            return StsPlan(NO_POLICY)
+        return StsPlan(
+            live.decision(), why=f"no usable TXT record; cached policy id {live.record_id}"
+        )
+    if live is not None:
+        if live.record_id != record.id:
+            why = f"the TXT record announces id {record.id}; cached policy id {live.record_id} "
+            return StsPlan(live.decision(), Refresh.BACKGROUND, why + "applies while it is fetched")
+        if live.half_spent(now):
+            why = f"policy id {live.record_id} past half its max_age; renewed in the background"
+            return StsPlan(live.decision(), Refresh.BACKGROUND, why)
+        return StsPlan(live.decision())
+    if cached is not None and cached.failed and cached.record_id == record.id:
+        refresh = Refresh.BACKGROUND if now >= cached.expires_at else Refresh.NONE
+        why = (
+            f"policy id {record.id} could not be fetched ({cached.fetch_error}: "
+            f"{cached.fetch_detail}); sending as without a policy"
+        )
+        return StsPlan(cached.decision(), refresh, why)
+    return StsPlan(None, Refresh.FIRST, f"no usable cached policy for id {record.id}; fetching it")

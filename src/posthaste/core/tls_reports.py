@@ -53,6 +53,7 @@ class TlsCount:
     receiving_ip: str = ""
     sessions: int = 1
     policy_text: str = ""  # the policy file, for the report's policy-string
+    sending_ip: str = ""  # the session's source address; '' when unknown, and for successes
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,8 @@ def _policy_entry(domain: str, kind: PolicyType, counts: list[TlsCount]) -> dict
 
 def _failure(count: TlsCount) -> dict[str, Any]:
     detail: dict[str, Any] = {"result-type": str(count.result)}
+    if count.sending_ip:
+        detail["sending-mta-ip"] = count.sending_ip
     if count.mx_host:
         detail["receiving-mx-hostname"] = count.mx_host
     if count.receiving_ip:
@@ -167,8 +170,10 @@ def gzip_report(report: dict[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class TlsOutcome:
-    """One TLS session with an MX host: how it went, where."""
+    """One TLS session with an MX host: how it went, where, and from which of our addresses
+    (``sending_ip``: '' when not known)."""
 
     result: TlsResult
     mx_host: str
     receiving_ip: str = ""
+    sending_ip: str = ""

@@ -28,7 +28,7 @@ from posthaste.core.events import EventType
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Event, Job, Principal
-from posthaste.core.pools import check_pool
+from posthaste.core.pools import PoolChange, check_pool
 from posthaste.core.serialize import domain_record
 from posthaste.errors import Conflict, NotFound, ValidationError
 from posthaste.storage import domains as repo
@@ -83,6 +83,7 @@ class DomainService:
 
     async def create(self, principal: Principal, new: NewDomain) -> Domain:
         """Make the DKIM key with the region's provider, store, record the event."""
+        check_pool(PoolChange(new.pool), self.settings.pools)
         async with self.db.read() as tx:
             if await repo.find_by_name(tx, principal.team_id, new.name) is not None:
                 raise Conflict(f"This team already has the domain {new.name!r}; see GET /domains.")
@@ -125,6 +126,7 @@ class DomainService:
             tls=options.tls,
             receiving=options.receiving,
             created_at=self.clock(),
+            pool=new.pool,
         )
         pem = key.private_key_pem
         return domain, None if pem is None else self.box.encrypt(pem)
@@ -281,6 +283,7 @@ class DomainService:
     async def claim_name(self, principal: Principal, new: NewDomain) -> ClaimChallenge:
         """Resend's ``POST /domains/claim {name}``: the claim of the team's domain of that name,
         added first (with ``new``'s region and settings) when the team does not have it yet."""
+        check_pool(PoolChange(new.pool), self.settings.pools)
         async with self.db.read() as tx:
             domain = await repo.find_by_name(tx, principal.team_id, new.name)
         if domain is None:

@@ -84,6 +84,30 @@ class Metrics:
             ["server", "outcome"],
             registry=register,
         )
+        self.mta_sts_fetches = Counter(
+            "posthaste_mta_sts_policy_fetches",
+            "MTA-STS policy fetches, by outcome (ok, failed).",
+            ["outcome"],
+            registry=register,
+        )
+        self.mta_sts_deferrals = Counter(
+            "posthaste_mta_sts_enforce_deferrals",
+            "Delivery sessions deferred by an enforce MTA-STS policy (no verified TLS to an "
+            "MX host it allows).",
+            registry=register,
+        )
+        self.tls_report_uploads = Counter(
+            "posthaste_tls_report_uploads",
+            "TLS report uploads to https rua, by outcome (sent; retrying: failed, tried again "
+            "later; failed: given up).",
+            ["outcome"],
+            registry=register,
+        )
+        # Series at 0 from the start, so that a rate() over them is defined before the first.
+        for outcome in ("ok", "failed"):
+            self.mta_sts_fetches.labels(outcome)
+        for outcome in ("sent", "retrying", "failed"):
+            self.tls_report_uploads.labels(outcome)
         # Labelled children, kept: ``labels()`` validates and locks on every call, several
         # times the cost of the increment itself.
         self._accepted: dict[tuple[str, str], Counter] = {}
@@ -103,6 +127,15 @@ class Metrics:
 
     def smtp_session(self, server: str, outcome: str) -> None:
         self.smtp_sessions.labels(server, outcome).inc()
+
+    def mta_sts_fetch(self, ok: bool) -> None:
+        self.mta_sts_fetches.labels("ok" if ok else "failed").inc()
+
+    def mta_sts_deferral(self) -> None:
+        self.mta_sts_deferrals.inc()
+
+    def tls_report_upload(self, outcome: str) -> None:
+        self.tls_report_uploads.labels(outcome).inc()
 
     def http_request(self, route: str, status: int, seconds: float) -> None:
         """One answered request (routes are templates, so the children are few)."""

@@ -127,10 +127,24 @@ async def ensure(tx: Tx, kind: str, ref: str, prefix: str, now: int) -> bool:
     return True
 
 
-async def settle_twins(tx: Tx, job: Job, prefix: str) -> bool:
-    """Of the jobs of ``job``'s kind whose ref starts with ``prefix``, the oldest (lowest id)
-    is the one: delete the younger ones; False when ``job`` is not the oldest."""
-    twins = (jobs.c.kind == job.kind, jobs.c.ref.startswith(prefix))
+async def request(tx: Tx, kind: str, ref: str, available_at: int, now: int) -> int:
+    """Enqueue a job of ``(kind, ref)`` unless one is pending, and answer when the pending one
+    (or this new one) was asked for. Two workers asking at once may both add one; the handler
+    removes the twins (``settle_twins(..., exact=True)``)."""
+    pending = select(func.min(jobs.c.created_at)).where(jobs.c.kind == kind, jobs.c.ref == ref)
+    asked = (await tx.conn.execute(pending)).scalar()
+    if asked is not None:
+        return int(asked)
+    await enqueue(tx, kind, ref, None, available_at, now)
+    return now
+
+
+async def settle_twins(tx: Tx, job: Job, prefix: str, *, exact: bool = False) -> bool:
+    """Of the jobs of ``job``'s kind whose ref starts with ``prefix`` (is ``prefix``, when
+    ``exact``), the oldest (lowest id) is the one: delete the younger ones; False when ``job``
+    is not the oldest."""
+    same = jobs.c.ref == prefix if exact else jobs.c.ref.startswith(prefix)
+    twins = (jobs.c.kind == job.kind, same)
     elder = select(jobs.c.id).where(*twins, jobs.c.id < job.id).limit(1)
     if (await tx.conn.execute(elder)).first() is not None:
         return False

@@ -6,24 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from posthaste.core.ids import new_id
+from posthaste.core.mta_sts import CachedPolicy
 from posthaste.core.tls_reports import PolicyType, TlsCount, TlsResult
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import insert_for
 from posthaste.storage.tables import mta_sts_policies, tls_report_counts, tls_reports
 
-
-@dataclass(frozen=True)
-class CachedPolicy:
-    """A domain's policy as last fetched: valid until ``expires_at`` (epoch ms)."""
-
-    domain: str
-    record_id: str
-    policy: str
-    fetched_at: int
-    expires_at: int
+_POLICY_FIELDS = ("record_id", "policy", "fetched_at", "expires_at", "fetch_error", "fetch_detail")
 
 
 @dataclass(frozen=True)
@@ -42,24 +34,17 @@ async def cached_policy(tx: Tx, domain: str) -> CachedPolicy | None:
     ).first()
     if row is None:
         return None
-    return CachedPolicy(row.domain, row.record_id, row.policy, row.fetched_at, row.expires_at)
+    return CachedPolicy(row.domain, *(getattr(row, name) for name in _POLICY_FIELDS))
 
 
 async def save_policy(tx: Tx, item: CachedPolicy) -> None:
-    """Insert or replace the domain's cached policy."""
-    row = {
-        "domain": item.domain,
-        "record_id": item.record_id,
-        "policy": item.policy,
-        "fetched_at": item.fetched_at,
-        "expires_at": item.expires_at,
-    }
+    """Insert or replace the domain's cached policy (or failed fetch)."""
+    row = {"domain": item.domain, **{name: getattr(item, name) for name in _POLICY_FIELDS}}
     query = (
         insert_for(tx, mta_sts_policies)
         .values(row)
         .on_conflict_do_update(
-            index_elements=["domain"],
-            set_={k: row[k] for k in ("record_id", "policy", "fetched_at", "expires_at")},
+            index_elements=["domain"], set_={name: row[name] for name in _POLICY_FIELDS}
         )
     )
     await tx.conn.execute(query)
@@ -73,6 +58,7 @@ _COUNT_KEY = (
     "result",
     "mx_host",
     "receiving_ip",
+    "sending_ip",
 )
 
 
@@ -99,6 +85,7 @@ def _key(count: TlsCount) -> tuple[str, ...]:
         str(count.result),
         count.mx_host,
         count.receiving_ip,
+        count.sending_ip,
     )
 
 
@@ -127,6 +114,7 @@ async def counts_of_day(tx: Tx, day: str) -> list[TlsCount]:
             row.receiving_ip,
             row.sessions,
             row.policy_text,
+            row.sending_ip,
         )
         for row in await tx.conn.execute(query)
     ]
@@ -144,8 +132,9 @@ async def save_report(
     report: dict[str, Any],
     deliveries: list[dict[str, Any]],
     now: int,
-) -> None:
-    """Store a produced report; a second one for the same day and domain is ignored."""
+) -> str | None:
+    """Store a produced report and answer its id; a second one for the same day and domain is
+    ignored (None)."""
     row = {
         "id": new_id(),
         "day": day,
@@ -154,7 +143,26 @@ async def save_report(
         "deliveries": deliveries,
         "created_at": now,
     }
-    await tx.conn.execute(insert_for(tx, tls_reports).values(row).on_conflict_do_nothing())
+    query = insert_for(tx, tls_reports).values(row).on_conflict_do_nothing()
+    stored = (await tx.conn.execute(query.returning(tls_reports.c.id))).first()
+    return None if stored is None else str(stored.id)
+
+
+async def get_report(tx: Tx, report_id: str, *, for_update: bool = False) -> StoredReport | None:
+    """One stored report; ``for_update`` locks it (PostgreSQL) while its deliveries change."""
+    query = select(tls_reports).where(tls_reports.c.id == report_id)
+    row = (await tx.conn.execute(query.with_for_update() if for_update else query)).first()
+    if row is None:
+        return None
+    return StoredReport(
+        row.id, row.day, row.policy_domain, row.report, list(row.deliveries), row.created_at
+    )
+
+
+async def set_deliveries(tx: Tx, report_id: str, deliveries: list[dict[str, Any]]) -> None:
+    """What became of each rua of a report, after another try."""
+    query = update(tls_reports).where(tls_reports.c.id == report_id).values(deliveries=deliveries)
+    await tx.conn.execute(query)
 
 
 async def reported_domains(tx: Tx, day: str) -> set[str]:

@@ -19,7 +19,9 @@ from posthaste.workers import (
     contact_imports,
     delivery,
     domain_checks,
+    mta_sts,
     retention,
+    tls_report_uploads,
     tls_reports,
 )
 from posthaste.workers.runner import BatchHandler, Handler
@@ -51,6 +53,8 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
         JobKind.AUTOMATION_STEP: Batched(automations.run_automation_steps),
         JobKind.PURGE: OneByOne(retention.purge),
         JobKind.TLS_REPORT: OneByOne(tls_reports.tls_report),
+        JobKind.UPLOAD_TLS_REPORT: OneByOne(tls_report_uploads.upload_tls_report),
+        JobKind.REFRESH_MTA_STS: OneByOne(mta_sts.refresh_mta_sts),
     }
 )
 

@@ -56,6 +56,11 @@ class CreateDomainRequest(BaseModel):
         default_factory=absent,
         description="Resend's spelling of receiving (receiving: enabled|disabled)",
     )
+    pool: PoolName | None = Field(
+        default=None,
+        description="The IP pool its mail leaves from with mx delivery when its stream names "
+        "none (see GET /pools); null or absent for none",
+    )
 
 
 class UpdateDomainRequest(BaseModel):

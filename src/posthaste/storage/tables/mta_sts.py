@@ -10,15 +10,19 @@ from sqlalchemy import JSON, BigInteger, Column, String, Table, Text, UniqueCons
 
 from posthaste.storage.tables._base import ID, MS, metadata
 
-# The policy of each recipient domain, as last fetched, kept until ``expires_at`` (max_age).
+# The policy of each recipient domain, as last fetched, kept until ``expires_at`` (max_age);
+# or, with ``policy`` empty, a fetch that failed (not tried again before ``expires_at``).
 mta_sts_policies = Table(
     "mta_sts_policies",
     metadata,
     Column("domain", String(253), primary_key=True),
     Column("record_id", String(32), nullable=False),  # the _mta-sts TXT record's id
-    Column("policy", Text, nullable=False),  # the policy file as served
+    Column("policy", Text, nullable=False),  # the policy file as served ('' : the fetch failed)
     Column("fetched_at", MS, nullable=False),
     Column("expires_at", MS, nullable=False),
+    # A failed fetch: its RFC 8460 result type and what went wrong ('' when fetched).
+    Column("fetch_error", String(40), nullable=False, server_default=""),
+    Column("fetch_detail", Text, nullable=False, server_default=""),
 )
 
 # TLS sessions per UTC day, policy domain, policy and outcome: what the daily reports count.
@@ -32,6 +36,8 @@ tls_report_counts = Table(
     Column("result", String(40), primary_key=True),
     Column("mx_host", String(253), primary_key=True),
     Column("receiving_ip", String(45), primary_key=True),
+    # The source address of the session ('' when unknown, and for successes).
+    Column("sending_ip", String(45), primary_key=True, server_default=""),
     Column("sessions", BigInteger, nullable=False),
     Column("policy_text", Text, nullable=False),
 )
@@ -44,7 +50,8 @@ tls_reports = Table(
     Column("day", String(10), nullable=False),
     Column("policy_domain", String(253), nullable=False),
     Column("report", JSON, nullable=False),
-    Column("deliveries", JSON, nullable=False),  # [{rua, status: sent|failed|not_sent, detail}]
+    # [{rua, status: sent|retrying|failed|not_sent, detail, tries}]
+    Column("deliveries", JSON, nullable=False),
     Column("created_at", MS, nullable=False),
     UniqueConstraint("day", "policy_domain"),
 )
