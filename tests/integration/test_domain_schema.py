@@ -1,4 +1,4 @@
-"""Migrations 0003, 0007, 0009, 0010, 0017, 0019 and 0022 build exactly the tables that
+"""Migrations 0003, 0007, 0009, 0010, 0017, 0019 and 0021 build exactly the tables that
 ``storage/tables`` declares."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ DOMAIN_TABLES = {
     # migration 0017: destinations
     "destinations",
     "destination_replies",
-    # migrations 0019 and 0022: MTA-STS and TLS reporting
+    # migrations 0019 and 0021: MTA-STS and TLS reporting
     "mta_sts_policies",
     "tls_report_counts",
     "tls_reports",

@@ -185,7 +185,7 @@ jobs = Table(
         "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     ),
     Column("kind", String(40), nullable=False),
-    # What the job is about: an id, or a recipient domain (255 since migration 0022).
+    # What the job is about: an id, or a recipient domain (255 since migration 0021).
     Column("ref", String(255), nullable=False),
     Column("team_id", ID, nullable=True),
     # A job is due when available_at <= now; claiming it pushes available_at out by the lease,

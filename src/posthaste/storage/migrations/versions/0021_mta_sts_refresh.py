@@ -7,7 +7,7 @@ failed session (RFC 8460 ``sending-mta-ip``), part of the key. ``jobs.ref`` take
 characters: a policy refresh job's ref is the recipient domain. SQLite does not hold a column to
 its declared length, so only PostgreSQL's column changes (no table rewrite: a longer varchar).
 
-Revision ID: 0022
+Revision ID: 0021
 Revises: 0020
 Create Date: 2026-11-28
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0022"
+revision: str = "0021"
 down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
