@@ -17,6 +17,7 @@ Queue files are written and synced as Postfix always does.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import ssl
 import subprocess
@@ -56,6 +57,7 @@ error unix - - n - - error
 retry unix - - n - - error
 discard unix - - n - - discard
 local unix - n n - - local
+virtual unix - n n - - virtual
 anvil unix - - n - 1 anvil
 scache unix - - n - 1 scache
 postlog unix-dgram n - n - 1 postlogd
@@ -72,6 +74,11 @@ class Postfix:
         """CPU seconds of this instance's processes so far, reaped ones included."""
         return cpu.tree_seconds(self.master_pid())
 
+    def delivered(self) -> int:
+        """Messages delivered to the Maildir so far (``running(mailboxes=...)``)."""
+        folder = self.config.parent / "mail" / "Maildir" / "new"
+        return sum(1 for _ in folder.iterdir()) if folder.exists() else 0
+
     def master_pid(self) -> int:
         pid_file = self.config.parent / "queue" / "pid" / "master.pid"
         return int(pid_file.read_text().split()[0])
@@ -86,7 +93,9 @@ def available() -> bool:
     )
 
 
-def _main_cf(root: Path, relay_port: int | None, tls: tuple[Path, Path] | None) -> str:
+def _main_cf(
+    root: Path, relay_port: int | None, tls: tuple[Path, Path] | None, mailboxes: str | None = None
+) -> str:
     lines = [
         "compatibility_level = 3.6",
         f"queue_directory = {root / 'queue'}",
@@ -118,7 +127,18 @@ def _main_cf(root: Path, relay_port: int | None, tls: tuple[Path, Path] | None) 
         "message_size_limit = 41943040",
         "append_dot_mydomain = no",
     ]
-    if relay_port is None:  # accepting only: every message is queued on hold, never delivered
+    if mailboxes is not None:  # an MX: every address at the domain is one Maildir's
+        user = pwd.getpwnam("postfix")
+        lines += [
+            f"virtual_mailbox_domains = {mailboxes}",
+            f"virtual_mailbox_base = {root / 'mail'}",
+            "virtual_mailbox_maps = static:Maildir/",
+            "virtual_minimum_uid = 1",
+            f"virtual_uid_maps = static:{user.pw_uid}",
+            f"virtual_gid_maps = static:{user.pw_gid}",
+            "relayhost = [127.0.0.1]:9",
+        ]
+    elif relay_port is None:  # accepting only: every message is queued on hold, never delivered
         lines += [
             "smtpd_data_restrictions = check_client_access static:HOLD",
             "relayhost = [127.0.0.1]:9",
@@ -134,6 +154,9 @@ def _main_cf(root: Path, relay_port: int | None, tls: tuple[Path, Path] | None) 
             f"smtpd_tls_cert_file = {cert}",
             f"smtpd_tls_key_file = {key}",
             "smtpd_tls_security_level = may",
+        ]
+    if tls is not None and mailboxes is None:
+        lines += [
             "smtpd_tls_auth_only = yes",
             "smtpd_sasl_auth_enable = yes",
             "smtpd_sasl_type = cyrus",
@@ -163,13 +186,19 @@ def _sasl(root: Path) -> None:
 
 @contextmanager
 def running(
-    port: int, relay_port: int | None, tls: tuple[Path, Path] | None = None
+    port: int,
+    relay_port: int | None,
+    tls: tuple[Path, Path] | None = None,
+    mailboxes: str | None = None,
 ) -> Iterator[Postfix]:
     """A Postfix listening on 127.0.0.1:``port``; relaying to ``relay_port`` or keeping all.
 
     With ``tls`` (cert, key): STARTTLS offered and AUTH PLAIN/LOGIN after it, user
-    ``SASL_USER`` with ``SASL_PASSWORD``. Its files live in a temporary folder of its own that
-    the ``postfix`` user can enter (the benchmarks' own folders are root's alone)."""
+    ``SASL_USER`` with ``SASL_PASSWORD``. With ``mailboxes`` (a domain), an MX instead: mail for
+    any address at that domain is delivered by Postfix's ``virtual`` agent into one Maildir
+    (``Postfix.delivered()`` counts it), STARTTLS offered with ``tls`` and no AUTH. Its files
+    live in a temporary folder of its own that the ``postfix`` user can enter (the benchmarks'
+    own folders are root's alone)."""
     with tempfile.TemporaryDirectory(prefix="posthaste-bench-postfix-") as folder:
         root = Path(folder)
         root.chmod(0o755)
@@ -180,8 +209,12 @@ def running(
         shutil.chown(root / "data", "postfix")
         if tls is not None:
             tls = (Path(shutil.copy(tls[0], root)), Path(shutil.copy(tls[1], root)))
-            _sasl(root)
-        (config / "main.cf").write_text(_main_cf(root, relay_port, tls))
+            if mailboxes is None:
+                _sasl(root)
+        if mailboxes is not None:
+            (root / "mail").mkdir()
+            shutil.chown(root / "mail", "postfix", "postfix")
+        (config / "main.cf").write_text(_main_cf(root, relay_port, tls, mailboxes))
         (config / "master.cf").write_text(_MASTER_CF.format(port=port))
         instance = Postfix(port, config, root / "maillog")
         command = ["postfix", "-c", str(config)]

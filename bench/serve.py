@@ -3,7 +3,8 @@
 For each backend (``--backend sqlite|postgres|both``): a counting sink (``bench/sink.py``), a
 loopback DNS server standing in for the user's DNS host (``tests/dns_server.py``), and
 ``posthaste serve`` with its defaults and nothing set but ``POSTHASTE_DATA_DIR``,
-``_HTTP_PORT``, ``_SMTP_RELAY_PORT``, ``_SMTP_RELAY_TLS_PORT=0``,
+``_HTTP_PORT``, ``_SMTP_RELAY_PORT``, ``_SMTP_RELAY_TLS_PORT=0``, ``_SMTP_INBOUND_PORT`` (a free
+port: its default, 2525, may be taken),
 ``_DELIVERY=smtp://127.0.0.1:<sink>?tls=none``, ``_DNS_NAMESERVERS`` and, on PostgreSQL,
 ``_DATABASE_URL`` and ``_SECRET_KEY`` (no role, no process count: whatever ``serve`` runs by
 default, one process or a supervised tree). As a user would, it reads the live key from
@@ -92,14 +93,18 @@ class Serve:
     pid: int
     url: str
     relay_port: int
+    inbound_port: int
     live_key: str
     cert: Path  # the relay's self-signed certificate (and key beside it)
     log: Path
     database_url: str  # "" on SQLite
 
 
-def user_env(backend: server.Backend, ports: dict[str, int]) -> dict[str, str]:
-    """This environment without any ``POSTHASTE_`` variable, plus only what a user sets."""
+def user_env(
+    backend: server.Backend, ports: dict[str, int], extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """This environment without any ``POSTHASTE_`` variable, plus only what a user sets (and
+    ``extra``: a benchmark's own settings, ``POSTHASTE_PUBLIC_URL`` say)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("POSTHASTE_")}
     env |= {
         "PYTHONPATH": server.pythonpath(),  # this checkout's code, not the installed one
@@ -107,13 +112,14 @@ def user_env(backend: server.Backend, ports: dict[str, int]) -> dict[str, str]:
         "POSTHASTE_HTTP_PORT": str(ports["http"]),
         "POSTHASTE_SMTP_RELAY_PORT": str(ports["relay"]),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
+        "POSTHASTE_SMTP_INBOUND_PORT": str(ports["inbound"]),
         "POSTHASTE_DELIVERY": f"smtp://127.0.0.1:{ports['sink']}?tls=none",
         "POSTHASTE_DNS_NAMESERVERS": f"127.0.0.1:{ports['dns']}",
     }
     if backend.server_database_url:
         env["POSTHASTE_DATABASE_URL"] = backend.server_database_url
         env["POSTHASTE_SECRET_KEY"] = server.SECRET_KEY
-    return env
+    return env | (extra or {})
 
 
 def bootstrap_live_key(data_dir: Path) -> str:
@@ -126,11 +132,14 @@ def bootstrap_live_key(data_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def started(backend: server.Backend, sink_port: int, dns_port: int) -> Iterator[Serve]:
+def started(
+    backend: server.Backend, sink_port: int, dns_port: int, extra_env: dict[str, str] | None = None
+) -> Iterator[Serve]:
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     ports = {
         "http": server.free_port(),
         "relay": server.free_port(),
+        "inbound": server.free_port(),
         "sink": sink_port,
         "dns": dns_port,
     }
@@ -138,7 +147,7 @@ def started(backend: server.Backend, sink_port: int, dns_port: int) -> Iterator[
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, *server.SERVE],
-            env=user_env(backend, ports),
+            env=user_env(backend, ports, extra_env),
             cwd=backend.workdir,
             stdout=out,
             stderr=out,
@@ -149,7 +158,17 @@ def started(backend: server.Backend, sink_port: int, dns_port: int) -> Iterator[
         relay._wait_for_banner(ports["relay"], process, log)
         cert = backend.data_dir / "smtp-tls-cert.pem"
         key = bootstrap_live_key(backend.data_dir)
-        yield Serve(process.pid, url, ports["relay"], key, cert, log, backend.server_database_url)
+        relay._wait_for_banner(ports["inbound"], process, log)
+        yield Serve(
+            process.pid,
+            url,
+            ports["relay"],
+            ports["inbound"],
+            key,
+            cert,
+            log,
+            backend.server_database_url,
+        )
     finally:
         _stop_tree(process)
 
@@ -215,9 +234,10 @@ async def _api(run: Run, method: str, path: str, body: Any = None) -> Any:
         return orjson.loads(data) if answer.content_type == "application/json" else data
 
 
-async def set_up(run: Run) -> None:
-    """Add the domain, publish its records, verify it; then one email through, end to end."""
-    domain = await _api(run, "POST", "/domains", {"name": DOMAIN})
+async def set_up(run: Run, *, receiving: bool = False) -> None:
+    """Add the domain (with receiving on, if asked), publish its records, verify it; then one
+    email through, end to end."""
+    domain = await _api(run, "POST", "/domains", {"name": DOMAIN, "receiving": receiving})
     for record in domain["records"]:
         if record["type"] == "TXT":
             run.zone.add(record["name"], "TXT", record["value"])

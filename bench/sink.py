@@ -123,9 +123,11 @@ async def submit(
     message: Message,
     tls: ssl.SSLContext | None = None,
     login: tuple[str, str] | None = None,
+    domain: str = "example.test",
 ) -> tuple[int, Counter[str]]:
     """``count`` messages over ``connections`` connections (STARTTLS with ``tls``, then AUTH
-    with ``login``), back to back on each; (messages accepted, refusals by reply code)."""
+    with ``login``), back to back on each, a new recipient at ``domain`` each; (messages
+    accepted, refusals by reply code)."""
     errors: Counter[str] = Counter()
     accepted = 0
 
@@ -136,7 +138,7 @@ async def submit(
         if login is not None:
             await client.login(*login)
         for index in range(share):
-            rcpt = f"customer-{number}-{index}@example.test"
+            rcpt = f"customer-{number}-{index}@{domain}"
             try:
                 await client.sendmail("bounces@acme.test", [rcpt], message(rcpt))
             except aiosmtplib.SMTPResponseException as exc:

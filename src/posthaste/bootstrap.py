@@ -246,7 +246,8 @@ def build_services(
             verp_signer(settings.secret_keys),
             settings.retention_days,
             unsubscribe,
-            MessageAuthenticator(Resolver(settings.dns_nameservers)),
+            # DKIM keys and DMARC records kept for their TTL: a sender's mail asks for the same two.
+            MessageAuthenticator(Resolver(settings.dns_nameservers, cached=True)),
             results_host=settings.mx_host,
         ),
         received=ReceivedQueries(

@@ -408,6 +408,8 @@ async def test_dkim_and_dmarc_are_checked_through_our_dns_and_recorded(
     for raw in (forged + signed, tampered):
         code, reply = await send(mx, raw, ["support@acme.test"])
         assert code == 250, reply
+    # The key asked for once: the answers are kept for their TTL.
+    assert zone.queries.count((record_name(key), "TXT")) == 1
     listed = (await get(client, tenant, "/emails/received")).json()["data"]
     assert [item["authentication"] for item in listed] == [
         {"spf": "none", "dkim": "fail", "dmarc": "none"},

@@ -17,14 +17,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import dkim
 import httpx
 from standardwebhooks import Webhook as StandardWebhook
+from starlette.middleware.exceptions import ExceptionMiddleware
 
 from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
+from posthaste.api.routes import tracking as tracking_routes
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.tracking import TrackingLinks
@@ -359,6 +361,95 @@ async def test_a_broadcast_keeps_its_unsubscribe_links_and_tracks_the_rest(
         clicked = await w.client.get(path_of(hrefs[0]))
         assert clicked.headers["location"] == "https://news.example.com/a"
         assert created["id"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    route: str | None  # the route the request log and the metrics name
+
+
+async def asgi_answer(app: Any, services: Services, method: str, target: str) -> Answer:
+    """``app``'s answer to one request from 127.0.0.1 (an ASGI call, as uvicorn makes it)."""
+    path, _, query = target.partition("?")
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "https",
+        "path": unquote(path),
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"track.example.com"), (b"user-agent", b"Mail/1.0")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 443),
+        "app": create_app(services),  # what ``request.app`` reads the services from
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+    route = getattr(scope.get("route"), "path", None)
+    return Answer(start["status"], list(start["headers"]), body, route)
+
+
+async def test_the_tracking_paths_answer_as_the_routes_do(settings: Settings) -> None:
+    """``TrackingPaths`` answers a GET of a tracking link ahead of FastAPI's routing: the same
+    status, headers and body as the routes, the same route named, the hit recorded once; any
+    other request on those paths goes on to the routes."""
+    async with world(settings) as w:
+        await w.domain(open_tracking=True, click_tracking=True)
+        email_id = await w.send(html=HTML)
+        await w.deliver()
+        html = html_of(w.delivered(email_id))
+        link, pixel = path_of(HREF.findall(html)[2]), path_of(PIXEL_SRC.findall(html)[0])
+        passed: list[str] = []
+        routed = create_app(w.services).build_middleware_stack()
+        while not isinstance(routed, ExceptionMiddleware):  # down to FastAPI's own layers
+            routed = routed.app
+
+        async def onward(scope: Any, receive: Any, send: Any) -> None:
+            passed.append(f"{scope['method']} {scope['path']}")
+            await routed(scope, receive, send)
+
+        routes = {route.path: route for route in tracking_routes.router.routes}
+        lean = tracking_routes.TrackingPaths(onward, w.services.tracking, routes)
+        taken = [pixel, link, "/t/o/x.y", "/t/c/not-a-token", link[:-1] + "A", pixel + "?a=1"]
+        for target in taken:
+            fast = await asgi_answer(lean, w.services, "GET", target)
+            assert fast == await asgi_answer(routed, w.services, "GET", target), target
+            assert fast.status in (200, 302, 404) and fast.route is not None
+        assert passed == []
+        assert len(await w.events(email_id, "email.opened")) == 1
+        [click] = await w.events(email_id, "email.clicked")
+        assert click["data"]["click"]["link"] == "https://shop.example.com/sale?a=1&b=2&region=eu"
+        assert click["data"]["click"]["user_agent"] == "Mail/1.0"
+
+        left = [
+            ("HEAD", pixel, 405),
+            ("POST", link, 405),
+            ("GET", pixel + "?a=%00", 422),
+            ("GET", "/t/o/%00", 404),
+            ("GET", "/t/o/", 404),
+            ("GET", pixel + "/", 307),
+            ("GET", "/t/o/a/b", 404),
+        ]
+        for method, target, status in left:
+            passed.clear()
+            answer = await asgi_answer(lean, w.services, method, target)
+            assert answer == await asgi_answer(routed, w.services, method, target), target
+            path = unquote(target.partition("?")[0])
+            assert answer.status == status and passed == [f"{method} {path}"], target
 
 
 async def test_the_tracking_links_are_public_in_the_openapi_document(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.routing import APIRoute
 
 from posthaste import __version__
 from posthaste.api.deps import refuse_nul_in_url
@@ -91,7 +92,10 @@ def create_app(services: Services) -> FastAPI:
     install_ui(app, services)
     install_openapi(app)
     install_docs(app)
-    # Outermost last: the log sees every answer, the body limit runs before anything reads.
+    # Outermost last: the log sees every answer, the body limit runs before anything reads;
+    # the tracking links are answered inside all three, ahead of FastAPI's routing.
+    routes = {route.path: route for route in tracking.router.routes if isinstance(route, APIRoute)}
+    app.add_middleware(tracking.TrackingPaths, tracking=services.tracking, routes=routes)
     app.add_middleware(CatchAll)
     app.add_middleware(BodyLimit, budget=MemoryBudget(services.settings.request_memory))
     app.add_middleware(RequestLog, metrics=services.metrics)
