@@ -162,8 +162,8 @@ async def email_lags(services: Services, team_id: str, due: dict[str, int]) -> d
         events.c.team_id == team_id, events.c.type == "email.delivered"
     )
     async with services.db.read() as tx:
-        accepted = dict((await tx.conn.execute(accepted_q)).tuples().all())
-        delivered = dict((await tx.conn.execute(delivered_q)).tuples().all())
+        accepted = {e: at for e, at in await tx.conn.execute(accepted_q)}
+        delivered = {e: at for e, at in await tx.conn.execute(delivered_q)}
     to_accepted = sorted((accepted[e] - at) / 1000 for e, at in due.items())
     to_delivered = sorted((delivered[e] - at) / 1000 for e, at in due.items())
     span = (max(delivered[e] for e in due) - min(due.values())) / 1000
@@ -306,8 +306,9 @@ async def _runs(
 
 async def in_process(services: Services, runs: int, compare: bool) -> list[dict[str, Any]]:
     """``runs`` send steps executed in this process, their statements counted; with
-    ``compare``, grouped and one by one, alternating (``together`` first, then one by one,
-    then each again, so that a box getting busier or quieter weighs on both)."""
+    ``compare``, each batch in one transaction and each job on its own, alternating (a batch
+    first, then one by one, then each again, so that a box getting busier or quieter weighs on
+    both)."""
     modes = [True, False, True, False] if compare else [True]
     results = [await _counted_steps(services, runs, together) for together in modes]
     return results
@@ -357,7 +358,7 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         print("| send steps | statements per step | commits per step | steps/s |")
         print("|---|---:|---:|---:|")
     for item in measured:
-        how = "together" if item["together"] else "one by one"
+        how = "batch in one transaction" if item["together"] else "each job on its own"
         count = item["runs"]
         print(f"| {count:,} {how} | {item['statements'] / count:.1f} | "
               f"{item['commits'] / count:.2f} | {count / item['seconds']:,.0f} |")  # fmt: skip
