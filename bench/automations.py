@@ -1,19 +1,23 @@
 """``python -m bench.automations``: many contacts created in one import, each starting a run of
 ``contact.created → delay → send_email``, on SQLite or PostgreSQL.
 
+- The pipeline's rate first, as the baseline: as many plain emails (the same addresses,
+  subjects and text) all due at once, posted to ``POST /emails/batch`` (in process, 100 a
+  request, 4 requests at a time) and delivered (capture) by the same worker process.
 - The import: one transaction inserts the contacts and calls ``start_for_contacts`` (what the
   contact import calls), which stores every run, its first step, its ``automation.run.started``
   event and its job in a few statements.
 - While the runs wait: a real ``posthaste serve --role worker`` process; its resident memory and
   the queue's jobs show that no process holds a timer per run (the delay is each job's due time).
-- Once the delays fall due together: how fast the runs' send steps complete (runs per
-  second, from the first delay falling due to the last send step), each send step's lag (from
-  its delay's end to the step executing) and how fast their emails are delivered (capture).
+- Once the delays fall due together: for each email, the lag from its due time (its run's delay
+  ending; for the baseline, the first POST) to accepted (the email stored) and to delivered (its
+  ``email.delivered`` event), p50 and p99, and emails delivered per second, beside the
+  baseline's.
 - In process, afterwards: what one send step asks of the database. ``--statements`` runs of
   ``contact.created → send_email`` are executed by a worker loop in this process (one claimed
   batch at a time) while SQLAlchemy's events count every statement and commit; with
-  ``--compare``, once with the batch's send steps accepted together and once one by one, in
-  alternating order, with the same number of runs.
+  ``--compare``, once with each claimed batch in one transaction and once each job in its own,
+  in alternating order, with the same number of runs.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import aliased
 
 from bench import cpu
 from bench.server import SECRET_KEY, prepared, pythonpath
 from bench.stats import percentile
+from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.core.api_keys import NewApiKey
@@ -44,10 +50,17 @@ from posthaste.core.contacts import Contact
 from posthaste.core.durations import parse_duration
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.jobs import JobKind
-from posthaste.core.models import KeyMode
+from posthaste.core.models import KeyMode, Principal
 from posthaste.services.automation_runs import start_for_contacts
 from posthaste.storage import bulk
-from posthaste.storage.tables import automation_run_steps, automation_runs, contacts, emails, jobs
+from posthaste.storage.tables import (
+    automation_run_steps,
+    automation_runs,
+    contacts,
+    emails,
+    events,
+    jobs,
+)
 from posthaste.workers.runner import Worker
 
 MAIL = {
@@ -124,18 +137,86 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-async def step_lags(services: Services, delay_ms: int) -> tuple[list[float], int, int]:
-    """Each run's send step lag in seconds (from its delay's end to the step executing),
-    sorted; and when the first delay ended and the last send step completed (epoch ms)."""
-    pause, mail = aliased(automation_run_steps), aliased(automation_run_steps)
-    query = select(pause.c.started_at, mail.c.started_at, mail.c.completed_at).join(
-        mail, (mail.c.run_id == pause.c.run_id) & (mail.c.key == "mail")
+async def bench_team(services: Services) -> tuple[str, str, Principal]:
+    """A new team with a test key: its id, the key's token and its principal."""
+    team = await services.teams.create_team(f"bench-{new_id()[-12:]}", 0, 0)
+    key = await services.api_keys.create(team.id, NewApiKey("bench", KeyMode.TEST))
+    return team.id, key.token, await services.api_keys.authenticate(key.token)
+
+
+def plain_email(n: int) -> dict[str, Any]:
+    """The email run ``n``'s send step makes, as a caller of ``POST /emails/batch`` writes it."""
+    return {
+        "from": "hi@acme.test",
+        "to": [f"c{n}@example.com"],
+        "subject": f"Hello C{n}",
+        "text": "Your plan: pro",
+    }
+
+
+async def email_lags(services: Services, team_id: str, due: dict[str, int]) -> dict[str, Any]:
+    """For the team's emails, each due at ``due[email_id]`` (epoch ms): the lag in seconds from
+    due to accepted (the email stored) and to delivered (its ``email.delivered`` event)."""
+    accepted_q = select(emails.c.id, emails.c.created_at).where(emails.c.team_id == team_id)
+    delivered_q = select(events.c.email_id, events.c.created_at).where(
+        events.c.team_id == team_id, events.c.type == "email.delivered"
     )
     async with services.db.read() as tx:
-        rows = (await tx.conn.execute(query.where(pause.c.key == "pause"))).all()
-    due = [paused + delay_ms for paused, _, _ in rows]
-    lags = sorted((sent - at) / 1000 for at, (_, sent, _) in zip(due, rows, strict=True))
-    return lags, min(due), max(done for _, _, done in rows)
+        accepted = {e: at for e, at in await tx.conn.execute(accepted_q)}
+        delivered = {e: at for e, at in await tx.conn.execute(delivered_q)}
+    to_accepted = sorted((accepted[e] - at) / 1000 for e, at in due.items())
+    to_delivered = sorted((delivered[e] - at) / 1000 for e, at in due.items())
+    span = (max(delivered[e] for e in due) - min(due.values())) / 1000
+    return {
+        "emails": len(due),
+        "accepted_p50": percentile(to_accepted, 0.5),
+        "accepted_p99": percentile(to_accepted, 0.99),
+        "delivered_p50": percentile(to_delivered, 0.5),
+        "delivered_p99": percentile(to_delivered, 0.99),
+        "per_second": len(due) / max(span, 1e-3),
+    }
+
+
+async def plain_batch(services: Services, count: int, senders: int = 4) -> dict[str, Any]:
+    """The pipeline's rate: ``count`` plain emails, all due at once, through ``POST
+    /emails/batch`` (100 a request, ``senders`` requests at a time) to the same worker."""
+    team_id, token, _ = await bench_team(services)
+    chunks = [
+        [plain_email(n) for n in range(first, min(first + 100, count))]
+        for first in range(0, count, 100)
+    ]
+    transport = httpx.ASGITransport(app=create_app(services))
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://bench.test", headers=headers
+    ) as http:
+
+        async def sender() -> None:
+            while chunks:
+                response = await http.post("/emails/batch", json=chunks.pop())
+                assert response.status_code == 200, response.text
+
+        due = now_ms()
+        await asyncio.gather(*(sender() for _ in range(senders)))
+    done = select(func.count()).where(
+        events.c.team_id == team_id, events.c.type == "email.delivered"
+    )
+    await reached(services, done, count)
+    async with services.db.read() as tx:
+        ids = (await tx.conn.execute(select(emails.c.id).where(emails.c.team_id == team_id))).all()
+    return await email_lags(services, team_id, {email_id: due for (email_id,) in ids})
+
+
+async def run_dues(services: Services, team_id: str, delay_ms: int) -> dict[str, int]:
+    """Each run's email with the time its delay ended (its delay step's start + the delay)."""
+    pause, mail = aliased(automation_run_steps), aliased(automation_run_steps)
+    query = select(pause.c.started_at, mail.c.output).join(
+        mail, (mail.c.run_id == pause.c.run_id) & (mail.c.key == "mail")
+    )
+    query = query.where(pause.c.team_id == team_id, pause.c.key == "pause")
+    async with services.db.read() as tx:
+        rows = (await tx.conn.execute(query)).all()
+    return {output["email_id"]: started + delay_ms for started, output in rows}
 
 
 async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -> dict[str, Any]:
@@ -161,7 +242,8 @@ async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -
 async def _with_worker(
     args: argparse.Namespace, settings: Settings, services: Services, data_dir: Path
 ) -> dict[str, Any]:
-    """The ``--runs`` runs, executed by a real worker process."""
+    """The pipeline's rate for as many plain emails, then the ``--runs`` runs, executed by the
+    same real worker process."""
     env = {
         **os.environ,
         "PYTHONPATH": pythonpath(),
@@ -173,67 +255,69 @@ async def _with_worker(
     }
     worker = start_worker(env, data_dir / "worker.log")
     try:
-        team = await services.teams.create_team(f"bench-{new_id()[-12:]}", 0, 0)
-        key = await services.api_keys.create(team.id, NewApiKey("bench", KeyMode.TEST))
-        principal = await services.api_keys.authenticate(key.token)
-        await services.automations.create(principal, parse_new_automation(graph(args.delay)))
         await asyncio.sleep(3)  # the worker is up and idle
         idle = cpu.memory(cpu.tree_pids(worker.pid)).rss
-        import_seconds = await imported(services, team.id, args.runs)
-        started = time.monotonic()
-        waiting_rss = 0
-
-        def sampled() -> None:
-            nonlocal waiting_rss
-            waiting_rss = max(waiting_rss, cpu.memory(cpu.tree_pids(worker.pid)).rss)
-
-        await reached(services, select(func.count()).select_from(emails), 1, sampled)
-        queued = await scalar(services, select(func.count()).select_from(jobs))
-        done = select(func.count()).where(automation_runs.c.status == "completed")
-        await reached(services, done, args.runs)
-        runs_done = time.monotonic() - started
-        delivered = select(func.count()).where(emails.c.status == "delivered")
-        await reached(services, delivered, args.runs)
-        all_delivered = time.monotonic() - started
-        first = await scalar(services, select(func.min(emails.c.created_at)))
-        last = await scalar(services, select(func.max(emails.c.created_at)))
-        lags, first_due, last_sent = await step_lags(
-            services, int(parse_duration(args.delay) * 1000)
-        )
+        baseline = await plain_batch(services, args.runs)
         return {
-            "runs": args.runs,
-            "import_seconds": import_seconds,
+            **await _runs(args, services, worker),
             "idle_rss_mib": idle / 2**20,
-            "waiting_rss_mib": waiting_rss / 2**20,
-            "jobs_when_due": queued,
-            "accept_seconds": (last - first) / 1000,
-            "due_to_done_seconds": max(last_sent - first_due, 1) / 1000,
-            "lag_p50": percentile(lags, 0.5),
-            "lag_p99": percentile(lags, 0.99),
-            "lag_max": lags[-1],
-            "runs_done_seconds": runs_done,
-            "delivered_seconds": all_delivered,
+            "baseline": baseline,
         }
     finally:
         worker.terminate()
         worker.wait(30)
 
 
+async def _runs(
+    args: argparse.Namespace, services: Services, worker: subprocess.Popen[bytes]
+) -> dict[str, Any]:
+    team_id, _, principal = await bench_team(services)
+    await services.automations.create(principal, parse_new_automation(graph(args.delay)))
+    import_seconds = await imported(services, team_id, args.runs)
+    started = time.monotonic()
+    waiting_rss = 0
+
+    def sampled() -> None:
+        nonlocal waiting_rss
+        waiting_rss = max(waiting_rss, cpu.memory(cpu.tree_pids(worker.pid)).rss)
+
+    mine = emails.c.team_id == team_id
+    await reached(services, select(func.count()).where(mine), 1, sampled)
+    queued = await scalar(services, select(func.count()).select_from(jobs))
+    done = select(func.count()).where(
+        automation_runs.c.team_id == team_id, automation_runs.c.status == "completed"
+    )
+    await reached(services, done, args.runs)
+    runs_done = time.monotonic() - started
+    delivered = select(func.count()).where(mine, emails.c.status == "delivered")
+    await reached(services, delivered, args.runs)
+    all_delivered = time.monotonic() - started
+    due = await run_dues(services, team_id, int(parse_duration(args.delay) * 1000))
+    return {
+        "runs": args.runs,
+        "import_seconds": import_seconds,
+        "waiting_rss_mib": waiting_rss / 2**20,
+        "jobs_when_due": queued,
+        "runs_done_seconds": runs_done,
+        "delivered_seconds": all_delivered,
+        "lags": await email_lags(services, team_id, due),
+    }
+
+
 async def in_process(services: Services, runs: int, compare: bool) -> list[dict[str, Any]]:
     """``runs`` send steps executed in this process, their statements counted; with
-    ``compare``, grouped and one by one, alternating (``together`` first, then one by one,
-    then each again, so that a box getting busier or quieter weighs on both)."""
+    ``compare``, each batch in one transaction and each job on its own, alternating (a batch
+    first, then one by one, then each again, so that a box getting busier or quieter weighs on
+    both)."""
     modes = [True, False, True, False] if compare else [True]
     results = [await _counted_steps(services, runs, together) for together in modes]
     return results
 
 
 async def _counted_steps(services: Services, runs: int, together: bool) -> dict[str, Any]:
-    team = await services.teams.create_team(f"bench-{new_id()[-12:]}", 0, 0)
-    key = await services.api_keys.create(team.id, NewApiKey("bench", KeyMode.TEST))
-    principal = await services.api_keys.authenticate(key.token)
+    team_id, _, principal = await bench_team(services)
     await services.automations.create(principal, parse_new_automation(graph(None)))
-    await imported(services, team.id, runs)
+    await imported(services, team_id, runs)
     services.automation_steps.together = together
     worker = Worker(
         services.db,
@@ -274,7 +358,7 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         print("| send steps | statements per step | commits per step | steps/s |")
         print("|---|---:|---:|---:|")
     for item in measured:
-        how = "together" if item["together"] else "one by one"
+        how = "batch in one transaction" if item["together"] else "each job on its own"
         count = item["runs"]
         print(f"| {count:,} {how} | {item['statements'] / count:.1f} | "
               f"{item['commits'] / count:.2f} | {count / item['seconds']:,.0f} |")  # fmt: skip
@@ -290,15 +374,17 @@ def _report_worker(args: argparse.Namespace, result: dict[str, Any]) -> None:
     print(f"| worker RSS idle / while the runs wait | {result['idle_rss_mib']:.0f} / "
           f"{result['waiting_rss_mib']:.0f} MiB |")  # fmt: skip
     print(f"| jobs in the queue when the delays fell due | {result['jobs_when_due']:,} |")
-    accept = runs / max(result["accept_seconds"], 1e-3)
-    print(f"| emails accepted by send steps, first to last | {result['accept_seconds']:.1f} s "
-          f"({accept:,.0f}/s) |")  # fmt: skip
-    due = result["due_to_done_seconds"]
-    print(f"| first delay due → last send step done | {due:.1f} s ({runs / due:,.0f} runs/s) |")
-    print(f"| send step lag after its delay, p50 / p99 / max | {result['lag_p50']:.1f} / "
-          f"{result['lag_p99']:.1f} / {result['lag_max']:.1f} s |")  # fmt: skip
     print(f"| import → every run completed | {result['runs_done_seconds']:.1f} s |")
     print(f"| import → every email delivered (capture) | {result['delivered_seconds']:.1f} s |")
+    print(f"\nLag from due (a delay's end; for the baseline, the first POST) to accepted and "
+          f"to delivered, {runs:,} emails each:\n")  # fmt: skip
+    print("| emails | to accepted p50 / p99 | to delivered p50 / p99 | delivered/s |")
+    print("|---|---:|---:|---:|")
+    for name, lags in (("POST /emails/batch (baseline)", result["baseline"]),
+                       ("automation send steps", result["lags"])):  # fmt: skip
+        print(f"| {name} | {lags['accepted_p50']:.1f} / {lags['accepted_p99']:.1f} s | "
+              f"{lags['delivered_p50']:.1f} / {lags['delivered_p99']:.1f} s | "
+              f"{lags['per_second']:,.0f} |")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,9 @@ import pytest
 from sqlalchemy import select
 
 from posthaste.bootstrap import Services
-from posthaste.storage.tables import emails
+from posthaste.core.ids import now_ms
+from posthaste.core.jobs import JobKind
+from posthaste.storage.tables import emails, jobs
 from tests.conftest import Tenant
 from tests.helpers import events_of
 
@@ -169,6 +171,30 @@ async def test_wait_for_event_continues_when_the_event_comes(api: Api) -> None:
     assert [s["key"] for s in run["steps"]] == ["start", "await", "thanks"]
     email_id = by_key(run)["thanks"]["output"]["email_id"]
     assert (await api.call("GET", f"/emails/{email_id}"))["subject"] == "Thanks for 42 EUR"
+
+
+@pytest.mark.usefixtures("worker")
+async def test_the_event_that_starts_a_run_does_not_end_its_first_wait(
+    api: Api, services: Services
+) -> None:
+    """A run started by ``order.paid`` that first waits for ``order.paid`` waits from its start
+    (its job due at the timeout) for the next such event, not the one that started it."""
+    steps, links = waiting_graph("1h")
+    steps[0] = step("start", "trigger", event="order.paid")
+    automation_id = await api.automation(steps, links)
+    body = {"event": "order.paid", "email": "dee@example.com", "payload": {"amount": 1}}
+    await api.call("POST", "/events/send", body, 202)
+    [running] = await api.runs(automation_id, "?status=running")
+    assert by_key(await api.run(automation_id, running["id"]))["await"]["status"] == "running"
+    async with services.db.read() as tx:
+        query = select(jobs.c.available_at).where(jobs.c.kind == JobKind.AUTOMATION_STEP)
+        due = (await tx.conn.execute(query)).scalar()
+    assert due is not None and due > now_ms() + 1_800_000
+    await api.call("POST", "/events/send", {**body, "payload": {"amount": 2}}, 202)
+    run = await api.ended_run(automation_id)
+    assert [s["key"] for s in run["steps"]] == ["start", "await", "thanks"]
+    email_id = by_key(run)["thanks"]["output"]["email_id"]
+    assert (await api.call("GET", f"/emails/{email_id}"))["subject"] == "Thanks for 2 EUR"
 
 
 @pytest.mark.usefixtures("worker")

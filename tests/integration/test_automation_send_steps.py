@@ -1,6 +1,7 @@
-"""The send steps of a claimed batch of ``automation_step`` jobs, accepted together through the
-send path and still each at most once; on SQLite and PostgreSQL. The test claims the jobs as a
-worker does and hands the batch to ``StepRunner.run_steps``."""
+"""A claimed batch of ``automation_step`` jobs in one transaction: its send steps accepted
+together through the send path and still each at most once, its runs going on from step to
+step, its writes grouped; on SQLite and PostgreSQL. The test claims the jobs as a worker does
+and hands the batch to ``StepRunner.run_steps``."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, func, select, update
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage.tables import jobs
+from posthaste.storage.tables import automation_run_steps, automation_runs, jobs
 from tests.conftest import Tenant, make_tenant
 
 GRAPH = {
@@ -37,11 +38,14 @@ GRAPH = {
 
 
 async def start_runs(
-    client: httpx.AsyncClient, tenant: Tenant, people: list[dict[str, Any]]
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    people: list[dict[str, Any]],
+    graph: dict[str, Any] = GRAPH,
 ) -> str:
     """An enabled automation and a contact (so a run) per person; the automation's id."""
     headers = tenant.headers()
-    created = await client.post("/automations", json=GRAPH, headers=headers)
+    created = await client.post("/automations", json=graph, headers=headers)
     assert created.status_code == 201, created.text
     for person in people:
         response = await client.post("/contacts", json=person, headers=headers)
@@ -173,3 +177,122 @@ async def test_a_step_whose_job_was_taken_is_not_kept_and_the_others_are(
             assert run["status"] == "completed" and run["steps"][1]["output"]["email_id"]
             assert await emails_to(client, tenant, address) == 1
     assert await step_jobs(services) == [taken.ref]
+
+
+async def count_statements(services: Services, batch: list[Job]) -> int:
+    """The statements ``run_steps`` sends for the batch."""
+    seen = [0]
+
+    def statement(*_: Any) -> None:
+        seen[0] += 1
+
+    engine = services.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", statement)
+    try:
+        await services.automation_steps.run_steps(batch)
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+    return seen[0]
+
+
+async def test_a_batch_costs_the_same_statements_whatever_its_size(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """Runs read, locked and written as grouped statements: a batch of 12 send steps sends
+    as many statements as a batch of 4, and every run ends with its one email."""
+    automation_id = await start_runs(
+        client, tenant, [{"email": f"p{n}@example.com"} for n in range(17)]
+    )
+    batch = await claimed(services)
+    await services.automation_steps.run_steps(batch[:1])  # the graph version read and kept
+    small = await count_statements(services, batch[1:5])
+    large = await count_statements(services, batch[5:])
+    assert small == large
+    runs = await runs_by_email(client, tenant, automation_id)
+    assert len(runs) == 17 and {r["status"] for r in runs.values()} == {"completed"}
+    for address in runs:
+        assert await emails_to(client, tenant, address) == 1
+
+
+DELAYED = {
+    "name": "Later",
+    "status": "enabled",
+    "steps": [
+        {"key": "start", "type": "trigger", "config": {"event": "contact.created"}},
+        {"key": "pause", "type": "delay", "config": {"duration": "1h"}},
+        GRAPH["steps"][1],
+        {"key": "tag", "type": "contact_update", "config": {"properties": {"mailed": "yes"}}},
+    ],
+    "connections": [
+        {"from": "start", "to": "pause"},
+        {"from": "pause", "to": "mail"},
+        {"from": "mail", "to": "tag"},
+    ],
+}
+
+
+async def test_a_run_starts_in_its_delay_and_goes_on_in_one_job_when_it_ends(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """The run's delay starts with the run (its step row written, its job due when the delay
+    ends: nothing to claim before); once due, one claim runs the delay's end, the email and
+    the step after it."""
+    people = [{"email": f"p{n}@example.com", "first_name": f"P{n}"} for n in range(3)]
+    automation_id = await start_runs(client, tenant, people, DELAYED)
+    async with services.db.read() as tx:
+        started = (await tx.conn.execute(select(func.min(automation_runs.c.created_at)))).scalar()
+        due = (await tx.conn.execute(select(func.min(jobs.c.available_at)))).scalar()
+        pauses = (
+            await tx.conn.execute(
+                select(automation_run_steps.c.status).where(automation_run_steps.c.key == "pause")
+            )
+        ).scalars()
+        assert list(pauses) == ["running"] * 3
+    assert due >= started + 3_600_000
+    assert await claimed(services) == []
+
+    hour_ago = now_ms() - 3_600_000  # as if the hour had passed
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(update(automation_run_steps).values(started_at=hour_ago))
+        await tx.conn.execute(update(jobs).values(available_at=now_ms()))
+    batch = await claimed(services)
+    assert len(batch) == 3
+    await services.automation_steps.run_steps(batch)
+
+    runs = await runs_by_email(client, tenant, automation_id)
+    for address, run in runs.items():
+        assert run["status"] == "completed"
+        assert [(s["key"], s["status"]) for s in run["steps"]] == [
+            ("start", "completed"), ("pause", "completed"), ("mail", "completed"),
+            ("tag", "completed"),
+        ]  # fmt: skip
+        assert await emails_to(client, tenant, address) == 1
+        contact = await client.get(f"/contacts/{address}", headers=tenant.headers())
+        assert contact.json()["properties"] == {"mailed": "yes"}
+    assert await step_jobs(services) == []
+
+
+async def test_a_step_that_raises_holds_up_only_itself(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """One run of the batch cannot execute (its graph version is gone): the batch is rolled
+    back and each job runs on its own; the others mail once, the broken one stays queued."""
+    people = [{"email": f"p{n}@example.com"} for n in range(3)]
+    automation_id = await start_runs(client, tenant, people)
+    batch = await claimed(services)
+    broken = batch[1]
+    async with services.db.transaction() as tx:
+        await tx.conn.execute(
+            update(automation_runs)
+            .where(automation_runs.c.id == broken.ref)
+            .values(version_id="01900000-0000-7000-8000-000000000000")
+        )
+
+    await services.automation_steps.run_steps(batch)
+
+    runs = await runs_by_email(client, tenant, automation_id)
+    for address, run in runs.items():
+        mailed = 0 if run["id"] == broken.ref else 1
+        assert run["status"] == ("running" if mailed == 0 else "completed")
+        assert await emails_to(client, tenant, address) == mailed
+    assert await step_jobs(services) == [broken.ref]

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posthaste.core.automation_runs import condition_met, message_data, parse_custom_event
+from posthaste.core.automation_runs import (
+    Run,
+    RunStatus,
+    RunStep,
+    StepStatus,
+    condition_met,
+    in_path_order,
+    message_data,
+    parse_custom_event,
+)
 from posthaste.core.automations import (
     ConnectionType,
     graph_from_record,
@@ -75,6 +84,19 @@ def test_every_chain_is_valid_and_every_way_back_is_a_cycle(
     back_to = data.draw(st.sampled_from(keys[1:]))
     with pytest.raises(ValidationError, match="cycle"):
         parse_graph(steps, [*links, {"from": keys[-1], "to": back_to}])
+
+
+@given(st.permutations(range(8)))
+def test_steps_executed_in_one_millisecond_sort_along_their_path(order: list[int]) -> None:
+    """A chain declared in any order: the steps a run executed at the same instant come back
+    in the order of the chain, whatever order they were read in."""
+    keys = [f"s{i}" for i in range(8)]
+    steps = [TRIGGER, *(delay(keys[i]) for i in order)]
+    links = [{"from": a, "to": b} for a, b in pairwise(["t", *keys])]
+    graph = parse_graph(steps, links)
+    done = [RunStep("r", key, "delay", StepStatus.COMPLETED, 5, 5) for key in reversed(keys)]
+    run = Run("r", "t1", "a", "v", "c", RunStatus.RUNNING, None, {}, None, 0, steps=tuple(done))
+    assert [s.key for s in in_path_order(run, graph).steps] == keys
 
 
 @given(st.permutations(range(6)), st.integers(min_value=0, max_value=5))

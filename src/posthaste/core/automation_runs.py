@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -88,6 +88,14 @@ class Run:
 
     def step(self, key: str) -> RunStep | None:
         return next((s for s in self.steps if s.key == key), None)
+
+
+def in_path_order(run: Run, graph: Graph) -> Run:
+    """The run with its steps in the order it executed them: by start, and the steps one job
+    executed in the same millisecond by their place in the graph."""
+    placed = graph.positions()
+    steps = sorted(run.steps, key=lambda s: (s.started_at, placed.get(s.key, len(placed))))
+    return replace(run, steps=tuple(steps))
 
 
 def due_after(step: RunStep, duration: str) -> int:

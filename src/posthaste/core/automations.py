@@ -104,6 +104,24 @@ class Graph:
         """The key of the step that ``branch`` out of ``key`` leads to; None: the run ends."""
         return next((c.to for c in self.connections if c.from_ == key and c.type is branch), None)
 
+    def positions(self) -> dict[str, int]:
+        """Each step's place in an order where every connection leads forward (there are no
+        cycles): the steps a run executed, which follow connections, sort by it."""
+        incoming = {s.key: 0 for s in self.steps}
+        for c in self.connections:
+            incoming[c.to] += 1
+        ready = [key for key, count in incoming.items() if count == 0]
+        placed: dict[str, int] = {}
+        while ready:
+            key = ready.pop(0)
+            placed[key] = len(placed)
+            for c in self.connections:
+                if c.from_ == key:
+                    incoming[c.to] -= 1
+                    if incoming[c.to] == 0:
+                        ready.append(c.to)
+        return placed
+
 
 @dataclass(frozen=True)
 class References:

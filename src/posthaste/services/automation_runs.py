@@ -4,8 +4,9 @@
 for a new address, an import): each of the team's enabled automations triggered by
 ``contact.created`` starts one run per contact. Starting many runs is a few statements whatever
 their number: the runs, their first step rows, their ``automation.run.started`` events and
-their jobs (due now) go in together. No process holds a timer for a run: its job's due time is
-the timer.
+their jobs go in together. A job is due now, or, when the run's first step is a delay or a wait
+for an event, when that ends: the step starts with the run. No process holds a timer for a run:
+its job's due time is the timer.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from dataclasses import replace
 from typing import Any
 
 from posthaste.core.automation_configs import CONTACT_CREATED
-from posthaste.core.automation_runs import Automation, Run, RunStatus, RunStep, StepStatus
-from posthaste.core.automations import ConnectionType
+from posthaste.core.automation_runs import (
+    Automation,
+    Run,
+    RunStatus,
+    RunStep,
+    StepStatus,
+    due_after,
+)
+from posthaste.core.automations import ConnectionType, Step, StepType
 from posthaste.core.contacts import Contact
 from posthaste.core.events import EventType
 from posthaste.core.ids import format_ms, new_id
@@ -44,24 +52,30 @@ async def start_runs(
     payload: Mapping[str, Any],
     now: int,
 ) -> list[Run]:
-    """One run per automation and contact, its trigger step done, its next step due now."""
-    runs = [
+    """One run per automation and contact, its trigger step done, its next step due now (or
+    started, when it waits: ``_waiting_from_start``)."""
+    started = [
         _new_run(a, contact_id, payload, now) for a in automations for contact_id in contact_ids
     ]
-    if not runs:
-        return runs
-    jobs = [NewJob(JobKind.AUTOMATION_STEP, run.id, run.team_id, now) for run in runs]
+    if not started:
+        return []
+    runs = [run for run, _ in started]
+    jobs = [NewJob(JobKind.AUTOMATION_STEP, run.id, run.team_id, due) for run, due in started]
     events = [run_event(run, EventType.AUTOMATION_RUN_STARTED, now) for run in runs]
     also = [*repo.started_runs(runs), jobs_repo.enqueued(tx, jobs, now)]
     await events_repo.insert_events(tx, events, also)
     return runs
 
 
-def _new_run(automation: Automation, contact_id: str, payload: Mapping[str, Any], now: int) -> Run:
+def _new_run(
+    automation: Automation, contact_id: str, payload: Mapping[str, Any], now: int
+) -> tuple[Run, int]:
+    """The run, its trigger step done, and when its job falls due: now, or when the wait its
+    first step starts ends."""
     trigger = automation.graph.trigger
     run_id = new_id()
     done = RunStep(run_id, trigger.key, trigger.type.value, StepStatus.COMPLETED, now, now)
-    return Run(
+    run = Run(
         id=run_id,
         team_id=automation.team_id,
         automation_id=automation.id,
@@ -74,6 +88,23 @@ def _new_run(automation: Automation, contact_id: str, payload: Mapping[str, Any]
         created_at=now,
         steps=(done,),
     )
+    first = None if run.current_step is None else automation.graph.step(run.current_step)
+    return _waiting_from_start(run, first, now) if first is not None else (run, now)
+
+
+def _waiting_from_start(run: Run, step: Step, now: int) -> tuple[Run, int]:
+    """A first step that waits (a delay, a wait for an event) starts with the run: its row is
+    stored ``running`` and the run's job is due when the wait ends, so no job runs only to
+    start it."""
+    if step.type is StepType.DELAY:
+        duration, awaited = step.config["duration"], None
+    elif step.type is StepType.WAIT_FOR_EVENT:
+        duration, awaited = step.config["timeout"], step.config["event"]
+    else:
+        return run, now
+    row = RunStep(run.id, step.key, step.type.value, StepStatus.RUNNING, now)
+    waiting = replace(run, waiting_for=awaited, steps=(*run.steps, row))
+    return waiting, due_after(row, duration)
 
 
 async def end_run(tx: Tx, run: Run, status: RunStatus, now: int, error: str | None = None) -> Run:

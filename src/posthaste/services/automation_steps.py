@@ -1,23 +1,23 @@
-"""The ``automation_step`` job: execute a run's current step.
+"""The ``automation_step`` job: execute automation runs' steps, a claimed batch at a time.
 
-The run's row is locked, the step's effect (an email accepted, a contact changed, a membership
-added), the step's row, the run's progress and the job's next due time (or its end) are written
-in one transaction, fenced by the job's claim: if the worker dies before the commit, nothing of
-the step happened and the job is claimed again after its lease; once it committed, the step is
-done and is never executed again. So a ``send_email`` step mails at most once. The steps a
-worker claims together share that transaction (one commit), each in its own savepoint.
+A batch's jobs share one transaction (``StepBatch``: their runs locked and read together, their
+jobs fenced by their claims, every write to the runs grouped), so a step's effect (an email
+accepted, a contact changed, a membership added), its row, its run's progress and its job's
+next due time (or end) commit together or not at all: if the worker dies before the commit,
+nothing of the batch happened and its jobs are claimed again after their leases; once it
+committed, its steps are done and never executed again. So a ``send_email`` step mails at most
+once. If anything in the batch fails, it is rolled back whole and each of its jobs runs again
+on its own, in a transaction of its own, so that one bad step holds up only itself.
 
-The batch's ``send_email`` steps are accepted together: each is prepared in its savepoint (its
-run locked, its email's request built), then every prepared email goes through the send path at
-once (``SendingService.accept_each_in``: one suppression check per team, one insert for the
-lot) and each step's outcome and progress are written, all in one more savepoint. If anything
-in it fails (another worker took a job meanwhile, say), none of those emails or steps is kept
-and the send steps run again one by one, each in its own savepoint, so a step's email still
-commits only with its step.
+A run goes on from one step to the next in the same batch while its next step is ready (a
+delay that ended goes straight on to the email after it), until it waits, ends, or comes to an
+email. The batch's emails then go through the send path together (``SendingService.accept_each_in``:
+one suppression check per team, one insert for the lot), and the runs go on after them.
 
 ``delay`` and ``wait_for_event`` are due times: the step's row is written ``running`` and the
 job is put back, due when the delay ends (or the wait times out); an awaited event moves the job
-to now. An automation that is disabled (or deleted) cancels its runs at their next step.
+to now. A run whose first step is one of them starts it when it starts (``start_runs``). An
+automation that is disabled (or deleted) cancels its runs at their next step.
 """
 
 from __future__ import annotations
@@ -42,22 +42,16 @@ from posthaste.core.events import EventType
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Email, Job, KeyMode, Origin, Sender
 from posthaste.core.send_request import SendRequest, parse_send_request
-from posthaste.errors import PosthasteError, RecipientSuppressed
-from posthaste.services.automation_runs import end_run
+from posthaste.errors import PosthasteError, RecipientSuppressed, ServiceUnavailable
+from posthaste.services.automation_batch import StepBatch
 from posthaste.services.contacts import record_contact_events
 from posthaste.services.sending import SendingService
 from posthaste.storage import automations as repo
 from posthaste.storage import contacts as contacts_repo
-from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import segments as segments_repo
-from posthaste.storage import teams as teams_repo
 from posthaste.storage.database import Database, Tx
 
 log = logging.getLogger(__name__)
-
-
-class LeaseLost(Exception):
-    """Another worker holds the job now: this step's transaction must not commit."""
 
 
 @dataclass(frozen=True)
@@ -78,24 +72,51 @@ class StepFailed(Exception):
 
 
 @dataclass(frozen=True)
-class _Context:
-    """A step being executed: its run, automation, the step and its row."""
+class _Walk:
+    """A run under way in the batch: its job, the run as it now stands, its graph version and
+    the mode its automation sends in."""
 
-    tx: Tx
-    sending: SendingService
-    mode: KeyMode  # the automation's
+    job: Job
     run: Run
+    graph: Graph
+    mode: KeyMode
+
+
+@dataclass(frozen=True)
+class _Context:
+    """A step being executed: its run, the step and its row, in the batch."""
+
+    batch: StepBatch
+    walk: _Walk
     step: Step
     row: RunStep
-    now: int
+
+    @property
+    def tx(self) -> Tx:
+        return self.batch.tx
+
+    @property
+    def run(self) -> Run:
+        return self.walk.run
+
+    @property
+    def now(self) -> int:
+        return self.batch.now
 
     async def contact(self) -> Contact:
-        found = await contacts_repo.get_contact(
-            self.tx, self.run.team_id, "id", self.run.contact_id
-        )
+        found = self.batch.contacts.get(self.run.contact_id)
         if found is None:
             raise StepFailed("The run's contact was deleted.")
         return found
+
+
+@dataclass(frozen=True)
+class _Send:
+    """A send step prepared to be accepted with the batch's others: its email's request."""
+
+    context: _Context
+    sender: Sender
+    request: SendRequest
 
 
 class StepRunner:
@@ -104,63 +125,58 @@ class StepRunner:
     ) -> None:
         self.db = db
         self.sending = sending
-        self.together = together  # the batch's send steps accepted together (module docstring)
+        self.together = together  # False: each job in a transaction of its own (a baseline)
         self._graphs: OrderedDict[str, Graph] = OrderedDict()  # a version never changes
         self._graph_room = graphs
 
     async def run_steps(self, jobs: list[Job]) -> None:
-        """The claimed ``automation_step`` jobs: each run's current step, all in one
-        transaction (one commit for the lot), each step in its own savepoint, so a step that
-        raises undoes only itself and its job comes back when its lease runs out; the send
-        steps' emails accepted together (module docstring)."""
-        async with self.db.transaction() as tx:
-            sends: list[_Send] = []
-            for job in jobs:
-                try:
-                    async with tx.conn.begin_nested():
-                        send = await self._run_step(tx, job, together=self.together)
-                except Exception:
-                    log.exception("automation step job %s (run %s) failed", job.id, job.ref)
-                else:
-                    if send is not None:
-                        sends.append(send)
-            if sends:
-                await self._send_together(tx, sends)
-
-    async def _send_together(self, tx: Tx, sends: list[_Send]) -> None:
-        """Accept the prepared emails in one go and complete their steps, in one savepoint;
-        if it fails, each send step again on its own."""
-        try:
-            async with tx.conn.begin_nested():
-                items = [(send.sender, send.request) for send in sends]
-                accepted = await self.sending.accept_each_in(tx, Origin.AUTOMATION, items)
-                for send, outcome in zip(sends, accepted, strict=True):
-                    await _complete(send.context, send.job, send.graph, _sent(outcome))
-            return
-        except Exception:
-            log.warning("%d send steps failed together; one by one", len(sends), exc_info=True)
-        for send in sends:
+        """The claimed ``automation_step`` jobs, together in one transaction; if that fails,
+        each on its own (module docstring). A job whose step raises comes back when its lease
+        runs out."""
+        if self.together and len(jobs) > 1:
             try:
-                async with tx.conn.begin_nested():
-                    await self._run_step(tx, send.job, together=False)
+                await self._run_batch(jobs)
+                return
+            except ServiceUnavailable:
+                raise
             except Exception:
-                log.exception("automation step job %s (run %s) failed", send.job.id, send.job.ref)
+                log.warning(
+                    "%d automation steps failed together; one by one", len(jobs), exc_info=True
+                )
+        for job in jobs:
+            try:
+                await self._run_batch([job])
+            except ServiceUnavailable:
+                raise
+            except Exception:
+                log.exception("automation step job %s (run %s) failed", job.id, job.ref)
 
-    async def _run_step(self, tx: Tx, job: Job, *, together: bool) -> _Send | None:
-        """Execute the job's step; a send step ``together`` is only prepared (returned)."""
-        assert job.team_id is not None
-        now = now_ms()
-        run = await repo.get_run(tx, job.team_id, job.ref, lock=True)
+    async def _run_batch(self, jobs: list[Job]) -> None:
+        async with self.db.transaction() as tx:
+            batch = await StepBatch.load(tx, jobs, now_ms())
+            sends: list[_Send] = []
+            for job in batch.jobs:
+                walk = await self._begun(batch, job)
+                send = None if walk is None else await self._walk(batch, walk)
+                if send is not None:
+                    sends.append(send)
+            while sends:
+                sends = await self._send_together(batch, sends)
+            await batch.write()
+
+    async def _begun(self, batch: StepBatch, job: Job) -> _Walk | None:
+        """The job's run to go on with; None when it has ended or is to end (cancelled, its
+        automation disabled or deleted)."""
+        run = batch.runs.get(job.ref)
         if run is None or run.status is not RunStatus.RUNNING:
-            await _finish(tx, job)  # cancelled, or its automation deleted
+            batch.finish(job)  # cancelled, or its automation deleted
             return None
-        mode = await repo.enabled_mode(tx, run.team_id, run.automation_id)
+        mode = batch.modes.get(run.automation_id)
         if mode is None:  # disabled (or deleted meanwhile)
-            await end_run(tx, run, RunStatus.CANCELLED, now)
-            await _finish(tx, job)
+            batch.end_run(run, RunStatus.CANCELLED)
+            batch.finish(job)
             return None
-        graph = await self._graph(tx, run.version_id)
-        return await self._advance(tx, job, mode, run, graph, now, together=together)
+        return _Walk(job, run, await self._graph(batch.tx, run.version_id), mode)
 
     async def _graph(self, tx: Tx, version_id: str) -> Graph:
         found = self._graphs.get(version_id)
@@ -172,76 +188,80 @@ class StepRunner:
                 self._graphs.popitem(last=False)
         return found
 
-    async def _advance(
-        self, tx: Tx, job: Job, mode: KeyMode, run: Run, graph: Graph, now: int, *, together: bool
-    ) -> _Send | None:
-        step = None if run.current_step is None else graph.step(run.current_step)
-        if step is None:  # a graph of a trigger alone
-            await end_run(tx, run, RunStatus.COMPLETED, now)
-            await _finish(tx, job)
-            return None
-        row = run.step(step.key) or RunStep(
-            run.id, step.key, step.type.value, StepStatus.RUNNING, now
-        )
-        context = _Context(tx, self.sending, mode, run, step, row, now)
-        if together and step.type is StepType.SEND_EMAIL:
-            prepared = await _prepared_email(context)
-            if isinstance(prepared, tuple):
-                return _Send(context, job, graph, *prepared)
-            outcome = prepared  # nothing to send (unsubscribed, or the step failed)
-        else:
-            outcome = await _execute(context)
-        await _complete(context, job, graph, outcome)
+    async def _walk(self, batch: StepBatch, walk: _Walk | None) -> _Send | None:
+        """Execute the run's steps from its current one until it waits or ends (None), or
+        comes to an email to send (returned: it goes with the batch's others)."""
+        while walk is not None:
+            run = walk.run
+            step = None if run.current_step is None else walk.graph.step(run.current_step)
+            if step is None:  # a graph of a trigger alone
+                batch.end_run(run, RunStatus.COMPLETED)
+                batch.finish(walk.job)
+                return None
+            row = run.step(step.key) or RunStep(
+                run.id, step.key, step.type.value, StepStatus.RUNNING, batch.now
+            )
+            context = _Context(batch, walk, step, row)
+            if step.type is StepType.SEND_EMAIL:
+                prepared = await _prepared_email(context)
+                if isinstance(prepared, tuple):
+                    return _Send(context, *prepared)
+                outcome = prepared  # nothing to send (unsubscribed, or the step failed)
+            else:
+                outcome = await _execute(context)
+            walk = _recorded(context, outcome)
         return None
 
+    async def _send_together(self, batch: StepBatch, sends: list[_Send]) -> list[_Send]:
+        """Accept the prepared emails in one go and record their steps; the runs go on, up to
+        their next emails (returned)."""
+        items = [(send.sender, send.request) for send in sends]
+        accepted = await self.sending.accept_each_in(batch.tx, Origin.AUTOMATION, items)
+        following: list[_Send] = []
+        for send, outcome in zip(sends, accepted, strict=True):
+            walk = _recorded(send.context, _sent(outcome))
+            after = await self._walk(batch, walk)
+            if after is not None:
+                following.append(after)
+        return following
 
-@dataclass(frozen=True)
-class _Send:
-    """A send step prepared to be accepted with the batch's others: its email's request."""
 
-    context: _Context
-    job: Job
-    graph: Graph
-    sender: Sender
-    request: SendRequest
-
-
-async def _complete(context: _Context, job: Job, graph: Graph, outcome: Outcome) -> None:
-    """Write what the step did: its row, the run's progress (or end) and its job's next due
-    time (or end), fenced by the job's claim."""
-    tx, run, step, row, now = context.tx, context.run, context.step, context.row, context.now
+def _recorded(context: _Context, outcome: Outcome) -> _Walk | None:
+    """Keep what the step did (its row, the run's progress or end, its job's next due time or
+    end); the run at its next step when it goes on now, else None."""
+    batch, walk, step, row = context.batch, context.walk, context.step, context.row
+    run = walk.run
     if outcome.wait_until is not None:
-        await repo.save_step(tx, run.team_id, row)
-        await repo.update_run(tx, _waiting(run, step))
-        return await _retry(tx, job, outcome.wait_until)
+        batch.save_step(run, row)
+        batch.update_run(_waiting(run, step))
+        batch.retry(walk.job, outcome.wait_until)
+        return None
     status = StepStatus.FAILED if outcome.error else StepStatus.COMPLETED
-    done = replace(row, status=status, completed_at=now, output=outcome.output, error=outcome.error)
-    await repo.save_step(tx, run.team_id, done)
-    if outcome.error is not None:
-        await end_run(tx, run, RunStatus.FAILED, now, outcome.error)
-        return await _finish(tx, job)
-    following = graph.after(step.key, outcome.branch)
-    if following is None:  # the last step: the run ends with it, no job more
-        await end_run(tx, run, RunStatus.COMPLETED, now)
-        return await _finish(tx, job)
-    await repo.update_run(tx, replace(run, current_step=following, waiting_for=None))
-    await _retry(tx, job, now)
+    done = replace(
+        row, status=status, completed_at=batch.now, output=outcome.output, error=outcome.error
+    )
+    batch.save_step(run, done)
+    run = _with_step(run, done)
+    following = None if outcome.error else walk.graph.after(step.key, outcome.branch)
+    if following is None:  # failed, or the last step: the run ends with it, no job more
+        ended = RunStatus.FAILED if outcome.error else RunStatus.COMPLETED
+        batch.end_run(run, ended, outcome.error)
+        batch.finish(walk.job)
+        return None
+    moved = replace(run, current_step=following, waiting_for=None)
+    batch.update_run(moved)
+    return replace(walk, run=moved)
+
+
+def _with_step(run: Run, row: RunStep) -> Run:
+    kept = tuple(s for s in run.steps if s.key != row.key)
+    return replace(run, steps=(*kept, row))
 
 
 def _waiting(run: Run, step: Step) -> Run:
     if step.type is StepType.WAIT_FOR_EVENT and run.step(step.key) is None:
         return replace(run, waiting_for=step.config["event"])
     return run
-
-
-async def _finish(tx: Tx, job: Job) -> None:
-    if not await jobs_repo.finish(tx, job):
-        raise LeaseLost(f"job {job.id} was claimed by another worker")
-
-
-async def _retry(tx: Tx, job: Job, due_at: int) -> None:
-    if not await jobs_repo.retry_at(tx, job, due_at):
-        raise LeaseLost(f"job {job.id} was claimed by another worker")
 
 
 async def _execute(context: _Context) -> Outcome:
@@ -253,16 +273,6 @@ async def _execute(context: _Context) -> Outcome:
 
 async def _trigger(context: _Context) -> Outcome:
     return Outcome()
-
-
-async def _send_email(context: _Context) -> Outcome:
-    """The step on its own: its email accepted through the send path in its savepoint."""
-    prepared = await _prepared_email(context)
-    if not isinstance(prepared, tuple):
-        return prepared
-    sender, request = prepared
-    [outcome] = await context.sending.accept_in(context.tx, sender, Origin.AUTOMATION, [request])
-    return _sent(outcome)
 
 
 async def _prepared_email(context: _Context) -> tuple[Sender, SendRequest] | Outcome:
@@ -279,13 +289,12 @@ async def _prepared_email(context: _Context) -> tuple[Sender, SendRequest] | Out
     data = message_data(
         config.pop("data", {}), contact, context.run.event, templated="template" in config
     )
-    team = await teams_repo.get_team(context.tx, context.run.team_id)
-    assert team is not None
+    team = await context.batch.team(context.run.team_id)
     try:
         request = parse_send_request({**config, "to": contact.email, "data": data}, context.now)
     except PosthasteError as exc:
         return Outcome(error=exc.message)
-    return Sender(team, system_mode=context.mode), request
+    return Sender(team, system_mode=context.walk.mode), request
 
 
 def _sent(outcome: Email | PosthasteError) -> Outcome:
@@ -325,7 +334,8 @@ async def _contact_update(context: _Context) -> Outcome:
     contact = await context.contact()
     changed = parse_contact_changes(context.step.config).applied_to(contact, context.now)
     if changed != contact:
-        await contacts_repo.update_contact(context.tx, changed)
+        if await contacts_repo.update_contact(context.tx, changed):
+            context.batch.contacts[contact.id] = changed
         await record_contact_events(context.tx, [changed], EventType.CONTACT_UPDATED, context.now)
     return Outcome()
 
@@ -334,6 +344,7 @@ async def _contact_delete(context: _Context) -> Outcome:
     contact = await context.contact()
     await contacts_repo.delete_contact(context.tx, contact.team_id, contact.id)
     await record_contact_events(context.tx, [contact], EventType.CONTACT_DELETED, context.now)
+    context.batch.contacts[contact.id] = None
     return Outcome()
 
 
@@ -365,7 +376,6 @@ async def _remove_from_segment(context: _Context) -> Outcome:
 
 _EFFECTS = {
     StepType.TRIGGER: _trigger,
-    StepType.SEND_EMAIL: _send_email,
     StepType.DELAY: _delay,
     StepType.WAIT_FOR_EVENT: _wait_for_event,
     StepType.CONDITION: _condition,

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection
 from dataclasses import replace
 
-from posthaste.core.automation_runs import Automation, CustomEvent, Run, RunStatus
+from posthaste.core.automation_runs import (
+    Automation,
+    CustomEvent,
+    Run,
+    RunStatus,
+    in_path_order,
+)
 from posthaste.core.automations import (
     AutomationChanges,
     AutomationStatus,
@@ -200,12 +206,19 @@ class AutomationService:
         async with self.db.transaction() as tx:
             await check_event_payload(tx, principal.team_id, event.name, event.payload)
             now = now_ms()
-            contact = await _event_contact(tx, principal, event, now)
-            triggered = await repo.enabled_with_trigger(tx, principal.team_id, event.name)
-            await start_runs(tx, triggered, [contact.id], event.payload, now)
-            for run in await repo.waiting_runs(tx, principal.team_id, contact.id, event.name):
+            contact, created = await _event_contact(tx, principal, event, now)
+            # Only runs that waited before the event: one that it starts (or that the new
+            # contact starts) may begin by waiting for this same event, and waits for the next.
+            waiting = (
+                []
+                if created
+                else await repo.waiting_runs(tx, principal.team_id, contact.id, event.name)
+            )
+            for run in waiting:
                 await repo.update_run(tx, replace(run, waiting_for=None, event=event.payload))
                 await jobs_repo.move(tx, JobKind.AUTOMATION_STEP, run.id, now)
+            triggered = await repo.enabled_with_trigger(tx, principal.team_id, event.name)
+            await start_runs(tx, triggered, [contact.id], event.payload, now)
 
 
 async def _existing_run(
@@ -219,27 +232,33 @@ async def _existing_run(
         )
     if found is None:
         raise NotFound(f"Run {run_id!r} of automation {automation.id!r} was not found.")
-    return found
+    graph = automation.graph
+    if found.version_id != automation.version_id:
+        graph = await repo.graph_of_version(tx, found.version_id) or graph
+    return in_path_order(found, graph)
 
 
-async def _event_contact(tx: Tx, principal: Principal, event: CustomEvent, now: int) -> Contact:
-    """The contact the event is for; an address that is none yet becomes a contact (with
-    ``contact.created``, which starts its automations too). Not locked: a step changing the
-    contact locks its run first, and the runs are locked next (one order, no deadlock)."""
+async def _event_contact(
+    tx: Tx, principal: Principal, event: CustomEvent, now: int
+) -> tuple[Contact, bool]:
+    """The contact the event is for, and whether it was created now: an address that is none
+    yet becomes a contact (with ``contact.created``, which starts its automations too). Not
+    locked: a step changing the contact locks its run first, and the runs are locked next (one
+    order, no deadlock)."""
     if event.address is None:
         assert event.contact_id is not None
-        return await existing_contact(tx, principal, event.contact_id)
+        return await existing_contact(tx, principal, event.contact_id), False
     found = await contacts_repo.get_contact(
         tx, principal.team_id, "email", event.address.lookup_key
     )
     if found is not None:
-        return found
+        return found, False
     address = event.address
     contact = Contact(
         new_id(), principal.team_id, address.address, address.lookup_key, None, None, False, {},
         now, now,
     )  # fmt: skip
     if not await contacts_repo.insert_contact(tx, contact):
-        return await existing_contact(tx, principal, event.address.address)
+        return await existing_contact(tx, principal, event.address.address), False
     await contacts_created(tx, [contact], now)
-    return contact
+    return contact, True

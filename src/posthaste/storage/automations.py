@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import Select, delete, select, tuple_, update
 
 from posthaste.core.automation_runs import Automation, Run, RunStatus, RunStep, StepStatus
 from posthaste.core.automations import AutomationStatus, Graph, graph_from_record, graph_record
 from posthaste.core.models import KeyMode
 from posthaste.storage import bulk
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import insert_for
 from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import (
     automation_run_steps,
@@ -85,15 +84,14 @@ async def get_automation(
     return _automation(row) if row else None
 
 
-async def enabled_mode(tx: Tx, team_id: str, automation_id: str) -> KeyMode | None:
-    """The mode an enabled automation sends in; None when it is disabled or deleted."""
-    query = select(automations.c.mode).where(
-        automations.c.team_id == team_id,
-        automations.c.id == automation_id,
+async def enabled_modes(tx: Tx, keys: Collection[tuple[str, str]]) -> dict[str, KeyMode]:
+    """The mode each enabled automation of these ``(team_id, automation_id)`` sends in, by
+    automation id; the disabled and deleted ones are left out."""
+    query = select(automations.c.id, automations.c.mode).where(
+        tuple_(automations.c.team_id, automations.c.id).in_(sorted(set(keys))),
         automations.c.status == AutomationStatus.ENABLED.value,
     )
-    mode = (await tx.conn.execute(query)).scalar()
-    return None if mode is None else KeyMode(mode)
+    return {row.id: KeyMode(row.mode) for row in await tx.conn.execute(query)}
 
 
 async def update_automation(tx: Tx, automation: Automation) -> None:
@@ -252,6 +250,66 @@ async def get_run(
     return _run(row, sorted(found, key=lambda s: (s.started_at, s.completed_at or 0)))
 
 
+async def lock_runs(tx: Tx, keys: Collection[tuple[str, str]]) -> dict[str, Run]:
+    """The runs of these ``(team_id, run_id)`` with their steps, by run id, held until the
+    transaction ends (in id order), so one step of a run executes at a time: two statements
+    whatever their number."""
+    query = (
+        select(automation_runs)
+        .where(tuple_(automation_runs.c.team_id, automation_runs.c.id).in_(sorted(set(keys))))
+        .order_by(automation_runs.c.id)
+        .with_for_update()
+    )
+    rows = (await tx.conn.execute(query)).all()
+    if not rows:
+        return {}
+    steps: dict[str, list[RunStep]] = {row.id: [] for row in rows}
+    query = select(automation_run_steps).where(
+        automation_run_steps.c.team_id.in_(sorted({row.team_id for row in rows})),
+        automation_run_steps.c.run_id.in_(list(steps)),
+    )
+    for found in await tx.conn.execute(query):
+        steps[found.run_id].append(_run_step(found))
+    return {
+        row.id: _run(row, sorted(steps[row.id], key=lambda s: (s.started_at, s.completed_at or 0)))
+        for row in rows
+    }
+
+
+def _progress(run: Run) -> dict[str, Any]:
+    return {
+        "team_id": run.team_id,
+        "id": run.id,
+        "status": run.status.value,
+        "current_step": run.current_step,
+        "waiting_for": run.waiting_for,
+        "completed_at": run.completed_at,
+    }
+
+
+async def update_runs_progress(tx: Tx, runs: Sequence[Run]) -> None:
+    """Write each run's status, current step, awaited event and end, in one statement."""
+    if runs:
+        await bulk.update_rows(tx, automation_runs, ["team_id", "id"], [_progress(r) for r in runs])
+
+
+def new_steps(steps: Sequence[tuple[str, RunStep]]) -> bulk.TableRows:
+    """Rows of ``(team_id, step)`` the runs did not have, to store with other rows in one
+    statement (``events.insert_events``'s ``also``)."""
+    return automation_run_steps, [step_row(team_id, step) for team_id, step in steps]
+
+
+async def update_steps(tx: Tx, steps: Sequence[tuple[str, RunStep]]) -> None:
+    """Overwrite the runs' rows of these ``(team_id, step)`` (their status, end, output and
+    error), in one statement."""
+    rows = [
+        {k: v for k, v in step_row(team_id, step).items() if k not in ("type", "started_at")}
+        for team_id, step in steps
+    ]
+    if rows:
+        await bulk.update_rows(tx, automation_run_steps, ["team_id", "run_id", "key"], rows)
+
+
 async def update_run(tx: Tx, run: Run) -> None:
     values = run_row(run)
     for fixed in ("id", "team_id", "automation_id", "version_id", "contact_id", "created_at"):
@@ -260,20 +318,6 @@ async def update_run(tx: Tx, run: Run) -> None:
         update(automation_runs)
         .where(automation_runs.c.team_id == run.team_id, automation_runs.c.id == run.id)
         .values(**values)
-    )
-    await tx.conn.execute(query)
-
-
-async def save_step(tx: Tx, team_id: str, step: RunStep) -> None:
-    """Insert or overwrite the run's row for this step."""
-    row = step_row(team_id, step)
-    query = (
-        insert_for(tx, automation_run_steps)
-        .values(row)
-        .on_conflict_do_update(
-            index_elements=["run_id", "key"],
-            set_={k: row[k] for k in ("status", "completed_at", "output", "error")},
-        )
     )
     await tx.conn.execute(query)
 

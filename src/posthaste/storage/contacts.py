@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, Select, bindparam, delete, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Select,
+    bindparam,
+    delete,
+    func,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from posthaste.core.contacts import Contact
@@ -129,6 +139,15 @@ async def get_contact(
         query = query.with_for_update()
     row = (await tx.conn.execute(query)).first()
     return contact_of(row) if row else None
+
+
+async def get_contacts(tx: Tx, keys: Collection[tuple[str, str]]) -> dict[str, Contact]:
+    """The contacts of several ``(team_id, contact_id)`` in one statement, by id (the deleted
+    ones left out)."""
+    if not keys:
+        return {}
+    query = select(contacts).where(tuple_(contacts.c.team_id, contacts.c.id).in_(sorted(set(keys))))
+    return {row.id: contact_of(row) for row in await tx.conn.execute(query)}
 
 
 async def update_contact(tx: Tx, contact: Contact) -> bool:

@@ -178,6 +178,22 @@ async def depth(tx: Tx) -> int:
     return int((await tx.conn.execute(select(func.count()).select_from(jobs))).scalar() or 0)
 
 
+async def still_held(tx: Tx, held: Sequence[Job]) -> list[Job]:
+    """Of the jobs a worker claimed, those it still holds (no other claim since), their rows
+    locked until the transaction ends: neither claimed nor released by anyone else meanwhile,
+    so the caller's ``finish_many`` and ``retry_many`` of them cannot miss."""
+    if not held:
+        return []
+    query = (
+        select(jobs.c.id)
+        .where(tuple_(jobs.c.id, jobs.c.attempts).in_([(j.id, j.attempts) for j in held]))
+        .order_by(jobs.c.id)
+        .with_for_update()
+    )
+    kept = set((await tx.conn.execute(query)).scalars())
+    return [job for job in held if job.id in kept]
+
+
 async def finish_many(tx: Tx, held: Sequence[Job]) -> None:
     """``finish`` for many jobs in one statement (each still fenced by its ``attempts``)."""
     await bulk.delete_rows(tx, jobs, [{"id": j.id, "attempts": j.attempts} for j in held])
