@@ -98,11 +98,15 @@ class Serve:
     database_url: str  # "" on SQLite
 
 
-def user_env(backend: server.Backend, ports: dict[str, int]) -> dict[str, str]:
-    """This environment without any ``POSTHASTE_`` variable, plus only what a user sets."""
+def user_env(
+    backend: server.Backend, ports: dict[str, int], code: Path | None = None
+) -> dict[str, str]:
+    """This environment without any ``POSTHASTE_`` variable, plus only what a user sets; the
+    server runs this checkout's code, or that of ``code`` (another checkout's ``src``)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("POSTHASTE_")}
+    path = server.pythonpath()  # this checkout's code, not the installed one
     env |= {
-        "PYTHONPATH": server.pythonpath(),  # this checkout's code, not the installed one
+        "PYTHONPATH": path if code is None else os.pathsep.join([str(code), path]),
         "POSTHASTE_DATA_DIR": str(backend.data_dir),
         "POSTHASTE_HTTP_PORT": str(ports["http"]),
         "POSTHASTE_SMTP_RELAY_PORT": str(ports["relay"]),
@@ -126,7 +130,9 @@ def bootstrap_live_key(data_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def started(backend: server.Backend, sink_port: int, dns_port: int) -> Iterator[Serve]:
+def started(
+    backend: server.Backend, sink_port: int, dns_port: int, code: Path | None = None
+) -> Iterator[Serve]:
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     ports = {
         "http": server.free_port(),
@@ -138,7 +144,7 @@ def started(backend: server.Backend, sink_port: int, dns_port: int) -> Iterator[
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, *server.SERVE],
-            env=user_env(backend, ports),
+            env=user_env(backend, ports, code),
             cwd=backend.workdir,
             stdout=out,
             stderr=out,
