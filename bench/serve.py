@@ -111,6 +111,8 @@ def user_env(
         "POSTHASTE_HTTP_PORT": str(ports["http"]),
         "POSTHASTE_SMTP_RELAY_PORT": str(ports["relay"]),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
+        # A port of its own, not the default 2525: another server on the box may hold that one.
+        "POSTHASTE_SMTP_INBOUND_PORT": str(ports["inbound"]),
         "POSTHASTE_DELIVERY": f"smtp://127.0.0.1:{ports['sink']}?tls=none",
         "POSTHASTE_DNS_NAMESERVERS": f"127.0.0.1:{ports['dns']}",
     }
@@ -137,6 +139,7 @@ def started(
     ports = {
         "http": server.free_port(),
         "relay": server.free_port(),
+        "inbound": server.free_port(),
         "sink": sink_port,
         "dns": dns_port,
     }

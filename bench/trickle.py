@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import uvloop
 from tests.dns_server import running_zone
 
@@ -36,6 +37,22 @@ from bench.serve import RESULTS, Run, Serve, _database_cpu, set_up, started
 from bench.stats import Measurement
 
 THIS = "this checkout"
+
+
+async def transactions(url: str) -> int:
+    """Transactions the server's database has ended so far (PostgreSQL; 0 on SQLite)."""
+    if not url:
+        return 0
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = await conn.fetchrow(
+            "SELECT xact_commit + xact_rollback AS ended FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        )
+    finally:
+        await conn.close()
+    return int(row["ended"]) if row else 0
 
 
 def role_of(pid: int) -> str:
@@ -86,6 +103,7 @@ async def paced(run: Run, rate: float, emails: int, warmup: float) -> dict[str, 
     trees = {"server": run.serve.pid}
     database_before = await _database_cpu(run.serve.database_url)
     roles_before = by_role(run.serve.pid)
+    ended_before = await transactions(run.serve.database_url)
     before = cpu.snapshot(groups, trees)
     start = time.perf_counter()
     outcome = await load.open_loop(target, rate, (start, start + emails / rate))
@@ -94,6 +112,7 @@ async def paced(run: Run, rate: float, emails: int, warmup: float) -> dict[str, 
     await run.drained()
     after = cpu.snapshot(groups, trees)
     roles_after = by_role(run.serve.pid)
+    ended = await transactions(run.serve.database_url) - ended_before
     database_after = await _database_cpu(run.serve.database_url)
     if not accepted:
         raise RuntimeError(f"nothing accepted: {dict(outcome.recorder.errors)}")
@@ -123,6 +142,9 @@ async def paced(run: Run, rate: float, emails: int, warmup: float) -> dict[str, 
         "database_cpu_ms": round(per_email * database, 3),
         "postgres_cpu_ms": spent("postgres"),
         "sink_cpu_ms": spent("sink"),
+        # Statistics reach pg_stat_database when a backend goes idle (PostgreSQL 15: at most
+        # a second late), so this is a close count, not an exact one.
+        "transactions_per_email": round(ended / accepted, 2),
         "by_role_cpu_ms": {
             role: round(per_email * (t - roles_before.get(role, 0.0)), 3)
             for role, t in roles_after.items()
@@ -214,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                         results.append(item)
                     print(table(results[-len(figures) :]), flush=True)
                     for item in figures:
-                        print(f"  {item['rate']:g}/s by role: {item['by_role_cpu_ms']}")
+                        print(
+                            f"  {item['rate']:g}/s by role: {item['by_role_cpu_ms']}, "
+                            f"transactions per email {item['transactions_per_email']}"
+                        )
     print("\n" + table(results))
     document = {
         "command": shlex.join(["python", "-m", "bench.trickle", *(argv or sys.argv[1:])]),

@@ -363,7 +363,7 @@ class WakeFiles:
         found = {}
         for channel in channels:
             try:
-                found[channel] = (self.directory / channel).stat().st_mtime_ns
+                found[channel] = os.stat(f"{self.directory}/{channel}").st_mtime_ns
             except OSError:
                 found[channel] = 0
         return found
