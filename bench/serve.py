@@ -3,7 +3,7 @@
 For each backend (``--backend sqlite|postgres|both``): a counting sink (``bench/sink.py``), a
 loopback DNS server standing in for the user's DNS host (``tests/dns_server.py``), and
 ``posthaste serve`` with its defaults and nothing set but ``POSTHASTE_DATA_DIR``,
-``_HTTP_PORT``, ``_SMTP_RELAY_PORT``, ``_SMTP_RELAY_TLS_PORT=0``,
+``_HTTP_PORT``, ``_SMTP_RELAY_PORT``, ``_SMTP_RELAY_TLS_PORT=0``, ``_SMTP_INBOUND_PORT``,
 ``_DELIVERY=smtp://127.0.0.1:<sink>?tls=none``, ``_DNS_NAMESERVERS`` and, on PostgreSQL,
 ``_DATABASE_URL`` and ``_SECRET_KEY`` (no role, no process count: whatever ``serve`` runs by
 default, one process or a supervised tree). As a user would, it reads the live key from
