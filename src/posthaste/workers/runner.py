@@ -1,8 +1,9 @@
 """The worker runner: claims due jobs in batches and runs them, woken by the database.
 
-No slow poll: a committed job wakes the runner at once (in-process on SQLite, LISTEN/NOTIFY on
-PostgreSQL). When nothing is due, the runner sleeps until the earliest job (a scheduled email,
-a retry, or a lease running out) falls due, and at most ``idle_check`` seconds as a safety net.
+No slow poll: a committed job wakes the runner at once (in its own process at once; in others
+by LISTEN/NOTIFY on PostgreSQL, by wake files within 50 ms on SQLite). When nothing is due, the
+runner sleeps until the earliest job (a scheduled email, a retry, or a lease running out) falls
+due, and at most ``idle_check`` seconds as a safety net.
 
 Claimed batches overlap: while one batch builds and signs its messages (CPU), others wait on
 their SMTP sessions and database writes, so up to ``max_batches`` run at once and the next
