@@ -101,17 +101,22 @@ class Serve:
 
 
 def user_env(
-    backend: server.Backend, ports: dict[str, int], extra: dict[str, str] | None = None
+    backend: server.Backend,
+    ports: dict[str, int],
+    extra: dict[str, str] | None = None,
+    code: Path | None = None,
 ) -> dict[str, str]:
     """This environment without any ``POSTHASTE_`` variable, plus only what a user sets (and
-    ``extra``: a benchmark's own settings, ``POSTHASTE_PUBLIC_URL`` say)."""
+    ``extra``: a benchmark's own settings, ``POSTHASTE_PUBLIC_URL`` say); the server runs this
+    checkout's code, or that of ``code`` (another checkout's ``src``)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("POSTHASTE_")}
     env |= {
-        "PYTHONPATH": server.pythonpath(),  # this checkout's code, not the installed one
+        "PYTHONPATH": server.pythonpath(code),  # this checkout's code, not the installed one
         "POSTHASTE_DATA_DIR": str(backend.data_dir),
         "POSTHASTE_HTTP_PORT": str(ports["http"]),
         "POSTHASTE_SMTP_RELAY_PORT": str(ports["relay"]),
         "POSTHASTE_SMTP_RELAY_TLS_PORT": "0",
+        # A port of its own, not the default 2525: another server on the box may hold that one.
         "POSTHASTE_SMTP_INBOUND_PORT": str(ports["inbound"]),
         "POSTHASTE_DELIVERY": f"smtp://127.0.0.1:{ports['sink']}?tls=none",
         "POSTHASTE_DNS_NAMESERVERS": f"127.0.0.1:{ports['dns']}",
@@ -133,7 +138,11 @@ def bootstrap_live_key(data_dir: Path) -> str:
 
 @contextlib.contextmanager
 def started(
-    backend: server.Backend, sink_port: int, dns_port: int, extra_env: dict[str, str] | None = None
+    backend: server.Backend,
+    sink_port: int,
+    dns_port: int,
+    extra_env: dict[str, str] | None = None,
+    code: Path | None = None,
 ) -> Iterator[Serve]:
     backend.data_dir.mkdir(parents=True, exist_ok=True)
     ports = {
@@ -147,7 +156,7 @@ def started(
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, *server.SERVE],
-            env=user_env(backend, ports, extra_env),
+            env=user_env(backend, ports, extra_env, code),
             cwd=backend.workdir,
             stdout=out,
             stderr=out,

@@ -92,12 +92,14 @@ class Server:
         return [p.pid for p in self.processes]
 
 
-def pythonpath() -> str:
+def pythonpath(code: Path | None = None) -> str:
     """This checkout's ``src`` and root first: ``-m bench.serve_uvloop`` imports from any
     directory, and a second checkout (a baseline) runs its own code in every process it
-    starts, not the installed one. ``POSTHASTE_BENCH_SERVER_SRC`` (another checkout's ``src``)
-    goes first: this checkout's benchmark measuring that code (before and after a change)."""
-    own = [os.environ.get("POSTHASTE_BENCH_SERVER_SRC", ""), str(PROJECT_ROOT / "src")]
+    starts, not the installed one. ``code``, else ``POSTHASTE_BENCH_SERVER_SRC`` (another
+    checkout's ``src``), goes first: this checkout's benchmark measuring that code (before and
+    after a change)."""
+    other = str(code) if code is not None else os.environ.get("POSTHASTE_BENCH_SERVER_SRC", "")
+    own = [other, str(PROJECT_ROOT / "src")]
     own.append(str(PROJECT_ROOT))
     return os.pathsep.join(filter(None, [*own, os.environ.get("PYTHONPATH")]))
 

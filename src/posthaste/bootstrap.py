@@ -122,6 +122,7 @@ class Services:
             self.db,
             handlers.one_by_one,
             batch_handlers=handlers.batched,
+            batch_starters=handlers.starters,
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

@@ -6,7 +6,8 @@ from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
-from posthaste.workers.runner import Worker
+from posthaste.storage.database import Tx
+from posthaste.workers.runner import BatchRun, Worker
 
 
 async def _enqueue(services: Services, kind: str, count: int) -> None:
@@ -74,3 +75,62 @@ async def test_retry_many_is_fenced_by_attempts(services: Services) -> None:
     async with services.db.read() as tx:
         assert await jobs_repo.depth(tx) == 2  # the stale holder changed nothing
         assert await jobs_repo.next_due_at(tx, ["batched"]) == later
+
+
+async def test_a_batch_started_in_its_claim_commits_with_it(services: Services) -> None:
+    """What a starter writes commits with the claim; the rest runs after the commit."""
+    await _enqueue(services, "batched", 3)
+    ran: list[list[str]] = []
+
+    async def start(tx: Tx, jobs: list[Job]) -> BatchRun:
+        await jobs_repo.note(tx, jobs[0], "started")  # a write of the claim's transaction
+
+        async def run() -> None:
+            ran.append([job.ref for job in jobs])
+            async with services.db.transaction() as tx:
+                await jobs_repo.finish_many(tx, jobs[1:])
+
+        return run
+
+    async def unused(jobs: list[Job]) -> None:
+        raise AssertionError("a started batch does not go to its handler")
+
+    worker = Worker(
+        services.db,
+        {},
+        lease_seconds=60,
+        batch_handlers={"batched": unused},
+        batch_starters={"batched": start},
+    )
+    assert await worker.run_until_idle() == 3
+    assert ran == [["batched-0", "batched-1", "batched-2"]]
+    async with services.db.transaction() as tx:
+        [left] = await jobs_repo.claim(tx, ["batched"], "w", now_ms() + 120_000, 60_000, 10)
+    assert (left.ref, left.attempts) == ("started", 2)
+
+
+async def test_a_failing_starter_leaves_its_batch_to_the_handler(services: Services) -> None:
+    await _enqueue(services, "batched", 3)
+    handled: list[tuple[str, int]] = []
+
+    async def broken(tx: Tx, jobs: list[Job]) -> BatchRun:
+        await jobs_repo.note(tx, jobs[0], "half-started")  # rolled back with the claim
+        raise RuntimeError("boom")
+
+    async def batch(jobs: list[Job]) -> None:
+        handled.extend((job.ref, job.attempts) for job in jobs)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish_many(tx, jobs)
+
+    worker = Worker(
+        services.db,
+        {},
+        lease_seconds=60,
+        batch_handlers={"batched": batch},
+        batch_starters={"batched": broken},
+    )
+    assert await worker.run_until_idle() == 3
+    # Claimed once (the failed claim rolled back), by the handler, nothing half-started.
+    assert sorted(handled) == [(f"batched-{i}", 1) for i in range(3)]
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0

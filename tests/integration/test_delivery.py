@@ -10,11 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.jobs import JobKind
+from posthaste.storage import emails as emails_repo
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.tables import jobs
 from tests.conftest import Tenant
 
 SIM = "simulator.test"
@@ -245,12 +248,14 @@ async def test_a_delivery_abandoned_mid_way_completes_after_the_lease(
     client: httpx.AsyncClient, services: Services, tenant: Tenant
 ) -> None:
     email_id = await send(client, tenant, to="someone@example.com")
+    claimed_at, lease = now_ms(), 2_000  # long enough for the checks below on a busy machine
     async with services.db.transaction() as tx:
         [job] = await jobs_repo.claim(
-            tx, [JobKind.DELIVER_EMAIL], "doomed-worker", now_ms(), 300, 10
+            tx, [JobKind.DELIVER_EMAIL], "doomed-worker", claimed_at, lease, 10
         )
-    # The doomed worker got as far as "sending", then died before sending anything.
-    await services.delivery._start([job])
+        # Started in the claim's transaction, as a worker does; then the worker died before
+        # sending anything (what would send is never run).
+        assert await services.delivery.start_claimed(tx, [job]) is not None
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
         "status"
     ] == "sending"
@@ -258,8 +263,61 @@ async def test_a_delivery_abandoned_mid_way_completes_after_the_lease(
     assert (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()[
         "status"
     ] == "sending"
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(max(0, claimed_at + lease - now_ms()) / 1000 + 0.05)  # until it runs out
     await run_worker(services)
+    record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
+    assert record["status"] == "delivered"
+    types = [e["type"] for e in await events_of(client, tenant, email_id)]
+    assert types == ["email.queued", "email.sending", "email.sent", "email.delivered"]
+
+
+async def test_a_batch_starts_in_its_claims_transaction(
+    client: httpx.AsyncClient,
+    services: Services,
+    tenant: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lone email costs two write transactions: the claim that starts it, and the finish."""
+    email_id = await send(client, tenant, to="someone@example.com")
+    transactions = 0
+    transaction = services.db.transaction
+
+    def counted() -> Any:
+        nonlocal transactions
+        transactions += 1
+        return transaction()
+
+    monkeypatch.setattr(services.db, "transaction", counted)
+    await run_worker(services)
+    record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
+    assert record["status"] == "delivered"
+    assert transactions == 3  # and the last claim, which found nothing
+    types = [e["type"] for e in await events_of(client, tenant, email_id)]
+    assert types == ["email.queued", "email.sending", "email.sent", "email.delivered"]
+
+
+async def test_a_claim_never_waits_for_an_email_another_transaction_holds(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant, backend: str
+) -> None:
+    """The claim holds its jobs' locks: waiting there for an email's lock (a cancel under way,
+    which then deletes the job) would deadlock. The email is left for the usual start, which
+    waits for it once the claim has committed."""
+    if backend == "sqlite":
+        pytest.skip("SQLite has no row locks: its writers take turns")
+    email_id = await send(client, tenant, to="someone@example.com")
+    async with services.db.transaction() as tx:
+        await emails_repo.get_emails_any_team(tx, [email_id], for_update=True)
+        worker = asyncio.create_task(run_worker(services))
+        query = select(jobs.c.attempts).where(jobs.c.ref == email_id)
+        for _ in range(3000):  # the claim commits while the lock is held (30 s at most)
+            async with services.db.read() as reading:
+                if (await reading.conn.execute(query)).scalar() == 1:
+                    break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the claim waited for the email's lock")
+        assert not worker.done()  # the start waits for the lock
+    await asyncio.wait_for(worker, 30)
     record = (await client.get(f"/emails/{email_id}", headers=tenant.headers())).json()
     assert record["status"] == "delivered"
     types = [e["type"] for e in await events_of(client, tenant, email_id)]

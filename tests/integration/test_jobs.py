@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
+
+import pytest
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import Database
 from posthaste.workers.runner import Worker
 
 
@@ -173,6 +177,7 @@ async def test_make_worker_claims_every_job_kind_with_its_table_handler(
         JobKind.DELIVER_EMAIL: services.delivery.deliver_many,
         JobKind.AUTOMATION_STEP: services.automation_steps.run_steps,
     }
+    assert worker.batch_starters == {JobKind.DELIVER_EMAIL: services.delivery.start_claimed}
     assert worker.handlers == {
         JobKind.CHECK_DOMAIN: services.domains.recheck,
         JobKind.IMPORT_CONTACTS: services.contact_imports.run,
@@ -243,3 +248,66 @@ async def test_no_more_batches_than_max_batches_run_at_once(services: Services) 
         worker.stop()
         await asyncio.wait_for(task, 30)
     assert peak == 2
+
+
+async def test_a_trickle_costs_one_claim_per_wake_up(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that took less than a full batch took everything due: the worker sleeps until
+    the next commit wakes it, rather than claiming again at once and when the batch ends."""
+    # A handle of the worker's own, not listening: only its own commits wake it.
+    db = Database(services.db.url, services.db.dialect)
+    claims = 0
+    claim_due = jobs_repo.claim_due
+
+    async def counted(*args: Any) -> jobs_repo.Claimed:
+        nonlocal claims
+        claims += 1
+        return await claim_due(*args)
+
+    monkeypatch.setattr(jobs_repo, "claim_due", counted)
+    ran: asyncio.Queue[str] = asyncio.Queue()
+
+    async def handler(job: Job) -> None:
+        async with db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        ran.put_nowait(job.ref)
+
+    worker = Worker(db, {"test_job": handler}, lease_seconds=30, idle_check=3600)
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(3000):  # until its first look (up to 30 s on a loaded machine)
+            if claims:
+                break
+            await asyncio.sleep(0.01)
+        for i in range(3):
+            now = now_ms()
+            async with db.transaction() as tx:
+                await jobs_repo.enqueue_many(
+                    tx, [jobs_repo.job_row("test_job", f"ref-{i}", None, now, now)]
+                )
+            assert await asyncio.wait_for(ran.get(), 30) == f"ref-{i}"
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+        await db.close()
+    assert claims == 4  # the first look, then one claim per commit
+
+
+async def test_a_claim_reads_when_the_next_job_falls_due(services: Services) -> None:
+    now = now_ms()
+    await _enqueue(services, 2)
+    async with services.db.transaction() as tx:
+        await jobs_repo.enqueue(tx, "test_job", "later", None, now + 60_000, now)
+        await jobs_repo.enqueue(tx, "other_kind", "sooner", None, now + 1_000, now)
+    async with services.db.transaction() as tx:
+        first = await jobs_repo.claim_due(tx, ["test_job"], "w", now_ms(), 5_000, 10)
+    assert sorted(j.ref for j in first.jobs) == ["ref-0", "ref-1"]
+    assert first.next_due == now + 60_000  # not the claimed ones' leases, nor another kind
+    async with services.db.transaction() as tx:
+        second = await jobs_repo.claim_due(tx, ["test_job"], "w", now_ms(), 5_000, 10)
+    assert second.jobs == [] and second.next_due is not None
+    assert second.next_due <= now_ms() + 5_000  # now the first claim's leases come first
+    async with services.db.transaction() as tx:
+        none = await jobs_repo.claim_due(tx, ["no_such_kind"], "w", now_ms(), 5_000, 10)
+    assert none == jobs_repo.Claimed([], None)

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import email
 import email.policy
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -545,3 +546,27 @@ async def test_a_domain_with_enforced_tls_is_never_sent_in_clear(
         assert events[2]["type"] == "email.delivery_delayed"
         assert "4.7.10" in events[2]["data"]["delay"]["diagnostic"]
         assert len(sink.messages) == 1 and sink.messages[0].mail_from.endswith("@send.open.test")
+
+
+async def test_workers_side_by_side_send_each_email_once(settings: Settings) -> None:
+    """Two workers claiming (and starting, in the same transaction) small batches of the same
+    queue, some of it arriving while they run: every email reaches the sink once."""
+    async with running_sink() as sink, mailer(settings, smarthost(sink)) as m:
+        ids = [await m.send(to=f"early{i}@example.com") for i in range(12)]
+        workers = [m.services.make_worker(batch_size=3) for _ in range(2)]
+        tasks = [asyncio.create_task(worker.run()) for worker in workers]
+        try:
+            ids += [await m.send(to=f"late{i}@example.com") for i in range(12)]
+            for _ in range(600):  # until the smarthost took every email (60 s at most)
+                if len(sink.messages) >= len(ids):
+                    records = [await m.get(f"/emails/{email_id}") for email_id in ids]
+                    if all(r["status"] == "sent" for r in records):
+                        break
+                await asyncio.sleep(0.1)
+        finally:
+            for worker in workers:
+                worker.stop()
+            await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        assert all(r["status"] == "sent" for r in records)
+        received = Counter(r for message in sink.messages for r in message.recipients)
+        assert len(received) == 24 and set(received.values()) == {1}

@@ -24,7 +24,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -218,26 +218,51 @@ class DeliveryService:
 
     async def deliver_many(self, jobs: Sequence[Job]) -> None:
         """Deliver a claimed batch; two jobs of one email (never expected) run one after another."""
-        first: dict[str, Job] = {}
-        again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
-        attempts = await self._start(await self._hold_busy(list(first.values())))
-        if attempts:
-            senders = _SenderFacts(
-                self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
-            )
-            messages = await self._messages(attempts, senders)
-            failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
-            for attempt in attempts:  # one lookup per sending domain of the batch, before sending
-                await senders.tls_required(attempt.email)
-            sends = [
-                self._send(a, message, senders)
-                for a in attempts
-                if not isinstance(message := messages[a.email.id], Unsendable)
-            ]
-            sent = list(await asyncio.gather(*sends))
-            await self._finish(sent, [(a, str(messages[a.email.id])) for a in failures])
+        first, again = _one_per_email(jobs)
+        ready = await self._hold_busy(first)
+        if ready:
+            async with self.db.transaction() as tx:
+                attempts, _ = await self._start(tx, ready)
+            await self._deliver(attempts)
         if again:
             await self.deliver_many(again)
+
+    async def start_claimed(self, tx: Tx, jobs: list[Job]) -> Callable[[], Awaitable[None]] | None:
+        """Step 1 inside the claim's own transaction (``workers/runner.BatchStarter``): a batch
+        costs one transaction fewer, which is most of what a lone email's batch costs when mail
+        trickles in. An email another transaction has locked (being canceled or rescheduled)
+        is left for ``deliver_many``, which waits for it as usual: the claim holds its jobs'
+        locks, so it must never wait for an email's. Not when destinations may be busy: their
+        jobs are put back before anything starts (``_hold_busy``), in a transaction of its own."""
+        if self.transports.holding():
+            return None
+        first, again = _one_per_email(jobs)
+        attempts, locked = await self._start(tx, first, skip_locked=True)
+        return functools.partial(self._deliver_started, attempts, locked + again)
+
+    async def _deliver_started(self, attempts: list[Attempt], rest: list[Job]) -> None:
+        await self._deliver(attempts)
+        if rest:
+            await self.deliver_many(rest)
+
+    async def _deliver(self, attempts: list[Attempt]) -> None:
+        """Steps 2 and 3 for the attempts started."""
+        if not attempts:
+            return
+        senders = _SenderFacts(
+            self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
+        )
+        messages = await self._messages(attempts, senders)
+        failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
+        for attempt in attempts:  # one lookup per sending domain of the batch, before sending
+            await senders.tls_required(attempt.email)
+        sends = [
+            self._send(a, message, senders)
+            for a in attempts
+            if not isinstance(message := messages[a.email.id], Unsendable)
+        ]
+        sent = list(await asyncio.gather(*sends))
+        await self._finish(sent, [(a, str(messages[a.email.id])) for a in failures])
 
     # --- step 0 -------------------------------------------------------------------------
 
@@ -276,24 +301,33 @@ class DeliveryService:
 
     # --- step 1 -------------------------------------------------------------------------
 
-    async def _start(self, jobs: list[Job]) -> list[Attempt]:
+    async def _start(
+        self, tx: Tx, jobs: list[Job], *, skip_locked: bool = False
+    ) -> tuple[list[Attempt], list[Job]]:
+        """The attempts started, and (``skip_locked``) the jobs whose email another
+        transaction holds, left alone."""
         now = now_ms()
         writes, attempts = _Writes(), []
-        async with self.db.transaction() as tx:
-            emails = await repo.get_emails_any_team(tx, [j.ref for j in jobs], for_update=True)
-            outcomes, listed = await repo.outcomes_and_suppressions(tx, list(emails))
-            for job in jobs:
-                email = emails.get(job.ref)
-                known = outcomes.get(job.ref, {})
-                with logged_with(EMAIL_ID, job.ref):
-                    attempt = self._start_one(
-                        writes, job, email, known, listed.get(job.ref, set()), now
-                    )
-                if attempt is not None:
-                    attempts.append(attempt)
-            writes.progress = {a.email.id: DeliveryProgress(attempts=a.number) for a in attempts}
-            await writes.flush(tx, now)
-        return attempts
+        refs = [j.ref for j in jobs]
+        if skip_locked:
+            emails = await repo.get_emails_any_team(tx, refs, for_update=True, skip_locked=True)
+            locked = [job for job in jobs if job.ref not in emails]
+            jobs = [job for job in jobs if job.ref in emails]
+        else:
+            emails, locked = await repo.get_emails_any_team(tx, refs, for_update=True), []
+        outcomes, listed = await repo.outcomes_and_suppressions(tx, list(emails))
+        for job in jobs:
+            email = emails.get(job.ref)
+            known = outcomes.get(job.ref, {})
+            with logged_with(EMAIL_ID, job.ref):
+                attempt = self._start_one(
+                    writes, job, email, known, listed.get(job.ref, set()), now
+                )
+            if attempt is not None:
+                attempts.append(attempt)
+        writes.progress = {a.email.id: DeliveryProgress(attempts=a.number) for a in attempts}
+        await writes.flush(tx, now)
+        return attempts, locked
 
     def _start_one(
         self,
@@ -571,6 +605,13 @@ async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -
         text = "4.3.0 Internal error in the transport; will retry"
         replies = [RecipientReply(r, 451, text, False) for r in envelope.recipients]
         return DeliveryReport(replies, [])
+
+
+def _one_per_email(jobs: Sequence[Job]) -> tuple[list[Job], list[Job]]:
+    """The first job of each email, and the others (two jobs of one email: never expected)."""
+    first: dict[str, Job] = {}
+    again = [job for job in jobs if first.setdefault(job.ref, job) is not job]
+    return list(first.values()), again
 
 
 def _give_up(writes: _Writes, job: Job, email: Email, waiting: list[str]) -> None:

@@ -4,15 +4,22 @@ DNS is looked up outside any transaction (no lock held while the network is slow
 is folded into the domain in a short transaction that re-reads it, writes the new statuses,
 records ``domain.updated`` when something changed and schedules the next ``check_domain`` job.
 The clock is injectable so the 72 h rule is tested without waiting.
+
+What delivery asks of a sending domain (its settings, its DKIM key) is remembered per process
+for a few seconds (``FACTS_SECONDS``), as the senders' answers are (``services/senders.py``):
+every change that matters notifies ``DOMAINS_CHANNEL``, which clears them in every process.
+When mail trickles in, each email is a batch of its own, and these reads were three of the
+transactions it cost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from posthaste.adapters.dkim_keys import KeyProviders
@@ -39,6 +46,36 @@ from posthaste.storage.database import DOMAINS_CHANNEL, Database, Tx
 CLAIM_PREFIX = "_posthaste-claim"
 Clock = Callable[[], int]
 Found = Sequence[str] | None
+FACTS_SECONDS = 5.0
+FACTS_SIZE = 10_000
+V = TypeVar("V")
+
+
+class Remembered(Generic[V]):
+    """Answers kept for ``seconds``, all forgotten at once by ``forget``; an answer read while
+    a ``forget`` happened is not kept (it may predate the change)."""
+
+    def __init__(self, seconds: float = FACTS_SECONDS, size: int = FACTS_SIZE) -> None:
+        self.seconds, self.size = seconds, size
+        self._answers: dict[Hashable, tuple[float, V]] = {}
+        self._generation = 0
+
+    def forget(self) -> None:
+        self._answers.clear()
+        self._generation += 1
+
+    async def get(self, key: Hashable, read: Callable[[], Awaitable[V]]) -> V:
+        now = time.monotonic()
+        found = self._answers.get(key)
+        if found is not None and found[0] > now:
+            return found[1]
+        generation = self._generation
+        answer = await read()
+        if generation == self._generation:
+            if len(self._answers) >= self.size:
+                self._answers.clear()
+            self._answers[key] = (now + self.seconds, answer)
+        return answer
 
 
 @dataclass(frozen=True)
@@ -76,6 +113,13 @@ class DomainService:
         self.providers = providers or KeyProviders()
         self.clock = clock
         self.box = SecretBox(settings.secret_keys, DKIM_KEY_PURPOSE)
+        self._sending: Remembered[Domain | None] = Remembered()
+        self._keys: Remembered[DkimKey | None] = Remembered()
+        db.add_listener(DOMAINS_CHANNEL, self._forget)
+
+    def _forget(self) -> None:
+        self._sending.forget()
+        self._keys.forget()
 
     def regions(self) -> list[dict[str, Any]]:
         default = self.settings.default_region
@@ -355,12 +399,22 @@ class DomainService:
         return released
 
     async def sending_domain(self, team_id: str, name: str) -> Domain | None:
-        """The team's domain of that name, for delivery and tracking (``tls``, tracking flags)."""
+        """The team's domain of that name, for delivery and tracking (``tls``, tracking flags);
+        remembered for a few seconds (see the module's docstring)."""
+        key = (team_id, name.lower())
+        return await self._sending.get(key, lambda: self._sending_domain(*key))
+
+    async def _sending_domain(self, team_id: str, name: str) -> Domain | None:
         async with self.db.read() as tx:
-            return await repo.find_by_name(tx, team_id, name.lower())
+            return await repo.find_by_name(tx, team_id, name)
 
     async def signing_key(self, team_id: str, domain: str) -> DkimKey | None:
-        """The key of the team's verified domain of that name (``core.dkim.SigningKeys``)."""
+        """The key of the team's verified domain of that name (``core.dkim.SigningKeys``);
+        remembered for a few seconds (see the module's docstring)."""
+        key = (team_id, domain.lower())
+        return await self._keys.get(key, lambda: self._signing_key(*key))
+
+    async def _signing_key(self, team_id: str, domain: str) -> DkimKey | None:
         async with self.db.read() as tx:
             found = await repo.private_key_of(tx, team_id, domain.lower())
         if found is None:

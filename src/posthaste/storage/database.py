@@ -5,7 +5,7 @@ it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the p
 units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
 others through ``NOTIFY`` (sent inside the transaction, delivered by PostgreSQL at commit, heard
 on one ``LISTEN`` connection per process). On SQLite, other processes on the same file hear
-commits through a ``CommitWatch`` (``storage/dialects.py``), within 50 ms.
+them through ``WakeFiles`` (``storage/dialects.py``), within 50 ms.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class Database:
             url, pool_size, json_serializer=_dump_json, json_deserializer=orjson.loads
         )
         self._write_lock = dialect.write_lock(url)
+        self._announce = dialect.announcer(url)
         # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
         # between units; SQLite has no such thing (a write takes the write lock either way).
         autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self.transaction)
@@ -187,6 +188,8 @@ class Database:
                 await held[0].close()
 
     def _fire_all(self, tx: Tx) -> None:
+        if tx.channels:
+            self._announce(tx.channels)
         # This process hears at once, without waiting for its own NOTIFY to come back (which
         # fires the listeners a second time; they are idempotent: wake up, forget a key).
         for channel in tx.channels:

@@ -5,7 +5,7 @@ handed it, and every unit of work carries it as ``tx.dialect``. Everything that 
 the two is asked of it, so no other module tests which database it runs on:
 
 - ``Database``'s engine (pool, SQLite's pragmas and ``BEGIN IMMEDIATE``), its write lock, its
-  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process and ``CommitWatch``), the
+  read units, its wake-ups (``NOTIFY`` and ``LISTEN``, or in-process and ``WakeFiles``), the
   migration lock;
 - what the repositories write differently: ``insert`` (``ON CONFLICT``), ``among`` (``IN``);
 - ``pick(forms)``: a query with a PostgreSQL and a SQLite form keeps both side by side under one
@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,9 @@ T = TypeVar("T")
 # Called with the channel of each NOTIFY heard; called with nothing when the link is lost.
 Heard = Callable[[str], None]
 Lost = Callable[[], None]
-# How often a SQLite process looks whether another connection has committed (``CommitWatch``).
+# Tells the other processes, once a transaction has committed, the channels it woke.
+Announce = Callable[[Collection[str]], None]
+# How often a SQLite process looks whether another has woken a channel (``WakeFiles``).
 SQLITE_WATCH_SECONDS = 0.05
 _MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on PostgreSQL
 
@@ -105,6 +107,11 @@ class Dialect(Protocol):
 
     async def send_notifications(self, tx: Tx) -> None:
         """Tell other processes, at commit, about the channels ``tx`` owes and has not sent."""
+        ...
+
+    def announcer(self, url: str) -> Announce:
+        """What tells other processes, after a commit, the channels it woke (where
+        ``send_notifications`` could not, inside the transaction)."""
         ...
 
     async def listen(
@@ -187,13 +194,19 @@ class SqliteDialect:
     async def send_notifications(self, tx: Tx) -> None:
         return None
 
+    def announcer(self, url: str) -> Announce:
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            return _nobody  # no other process can open it
+        return WakeFiles(path).announce
+
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
     ) -> Listening | None:
         path = make_url(url).database
         if not path or path == ":memory:":
             return None  # no other process can open it
-        return CommitWatch.start(path, channels, heard)
+        return WakeWatch.start(WakeFiles(path), channels, heard)
 
     def migrating(self, conn: AsyncConnection) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # the migration's own write transaction serialises
@@ -246,6 +259,9 @@ class PostgresDialect:
         channels = tx.unsent()
         if channels:
             await tx.conn.execute(_notify_statement(len(channels)), _channel_params(channels))
+
+    def announcer(self, url: str) -> Announce:
+        return _nobody  # NOTIFY, sent inside the transaction, is delivered at commit
 
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
@@ -313,51 +329,77 @@ class WritersLock:
         return fd
 
 
-class CommitWatch:
-    """SQLite's wake-ups across processes: SQLite has no NOTIFY, but ``PRAGMA data_version``
-    on a connection of its own changes whenever another connection (this process's pool or
-    another process) has committed. Every ``SQLITE_WATCH_SECONDS`` the watch reads it, and on a
-    change wakes every channel: listeners are idempotent (a worker looks for due jobs, a cache
-    forgets), and this fires at most 20 times a second whatever the write rate."""
+def _nobody(channels: Collection[str]) -> None:
+    return None
 
-    def __init__(self, conn: sqlite3.Connection, channels: Collection[str], heard: Heard) -> None:
-        self._conn = conn
+
+class WakeFiles:
+    """SQLite's wake-ups across processes (``posthaste serve`` runs several on one file): SQLite
+    has no NOTIFY, so a commit that wakes a channel sets the modification time of that
+    channel's file, in a directory beside the database, to the present nanosecond (an explicit
+    time: the file system's own clock ticks too coarsely to tell two commits apart), and every
+    process looks at the files' times every ``SQLITE_WATCH_SECONDS`` (``WakeWatch``). A
+    channel wakes only its own listeners: a commit of an accepted email wakes the workers, not
+    the caches of API keys and domains, which a watch of the whole database (``PRAGMA
+    data_version``) cleared at every commit, nor the webhook dispatchers."""
+
+    def __init__(self, database: str) -> None:
+        self.directory = Path(database + "-wake")
+
+    def announce(self, channels: Collection[str]) -> None:
+        for channel in channels:
+            stamp = time.time_ns()
+            path = self.directory / channel
+            try:
+                os.utime(path, ns=(stamp, stamp))
+            except FileNotFoundError:
+                self.directory.mkdir(mode=0o700, exist_ok=True)
+                path.touch(mode=0o600)
+                os.utime(path, ns=(stamp, stamp))
+            except OSError:
+                pass  # a missed wake-up: listeners look again at their own pace anyway
+
+    def stamps(self, channels: Collection[str]) -> dict[str, int]:
+        found = {}
+        for channel in channels:
+            try:
+                found[channel] = os.stat(f"{self.directory}/{channel}").st_mtime_ns
+            except OSError:
+                found[channel] = 0
+        return found
+
+
+class WakeWatch:
+    """Every ``SQLITE_WATCH_SECONDS``, the channels whose ``WakeFiles`` time changed are heard:
+    at most 20 times a second per channel, whatever the commit rate."""
+
+    def __init__(self, files: WakeFiles, channels: Collection[str], heard: Heard) -> None:
+        self._files = files
         self._channels = tuple(channels)
         self._heard = heard
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    def start(cls, path: str, channels: Collection[str], heard: Heard) -> CommitWatch:
-        # Read on the event loop itself: ~2 µs, and never waits (no busy timeout: a busy
-        # moment is a miss, looked at again next time).
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=0)
-        watch = cls(conn, channels, heard)
+    def start(cls, files: WakeFiles, channels: Collection[str], heard: Heard) -> WakeWatch:
+        watch = cls(files, channels, heard)
         watch._task = asyncio.get_running_loop().create_task(watch._run(), name="sqlite-watch")
         return watch
 
-    def _version(self) -> int | None:
-        try:
-            row = self._conn.execute("PRAGMA data_version").fetchone()
-        except sqlite3.Error:
-            return None
-        return int(row[0])
-
     async def _run(self) -> None:
-        seen = self._version()
+        seen = self._files.stamps(self._channels)  # a few µs a look: on the event loop
         while True:
             await asyncio.sleep(SQLITE_WATCH_SECONDS)
-            version = self._version()
-            if version is not None and version != seen:
-                seen = version
-                for channel in self._channels:
+            now = self._files.stamps(self._channels)
+            for channel, stamp in now.items():
+                if stamp != seen[channel]:
                     self._heard(channel)
+            seen = now
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._conn.close()
 
 
 def _notify_statement(count: int) -> Any:

@@ -454,15 +454,16 @@ def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | No
 
 
 async def get_emails_any_team(
-    tx: Tx, email_ids: Sequence[str], *, for_update: bool = False
+    tx: Tx, email_ids: Sequence[str], *, for_update: bool = False, skip_locked: bool = False
 ) -> dict[str, Email]:
-    """For workers: the emails of a batch of jobs, locked in id order (no deadlocks)."""
+    """For workers: the emails of a batch of jobs, locked in id order (no deadlocks); with
+    ``skip_locked``, those another transaction has locked are left out, not waited for."""
     if not email_ids:
         return {}
     ids = sorted(set(email_ids))
     query = select(*_EMAIL_COLUMNS).where(among(tx, emails.c.id, ids)).order_by(emails.c.id)
     if for_update:
-        query = query.with_for_update()
+        query = query.with_for_update(skip_locked=skip_locked)
     return {row.id: _email(row) for row in await tx.conn.execute(query)}
 
 

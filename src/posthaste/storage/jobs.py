@@ -14,13 +14,15 @@ back unsent (its destination busy), so retry limits count ``attempts - holds``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, select, true, tuple_, update
 
 from posthaste.core.models import Job, NewJob
 from posthaste.storage import bulk
 from posthaste.storage.database import JOBS_CHANNEL, Tx
+from posthaste.storage.dialects import Forms
 from posthaste.storage.tables import jobs
 
 CHANNEL = JOBS_CHANNEL
@@ -61,10 +63,18 @@ async def enqueue(
     await enqueue_many(tx, [job_row(kind, ref, team_id, available_at, now)])
 
 
-async def claim(
-    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
-) -> list[Job]:
-    """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``."""
+@dataclass(frozen=True)
+class Claimed:
+    """The jobs a claim took, and when the earliest job it left falls due (None: no job)."""
+
+    jobs: list[Job]
+    next_due: int | None
+
+
+_RETURNED = (jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts, jobs.c.holds)
+
+
+def _claiming(kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int) -> Any:
     due = (
         select(jobs.c.id)
         .where(jobs.c.available_at <= now, jobs.c.kind.in_(kinds))
@@ -73,19 +83,68 @@ async def claim(
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
-    query = (
+    return (
         update(jobs)
         .where(jobs.c.id.in_(due))
         .values(available_at=now + lease_ms, attempts=jobs.c.attempts + 1, locked_by=worker)
-        .returning(
-            jobs.c.id, jobs.c.kind, jobs.c.ref, jobs.c.team_id, jobs.c.attempts, jobs.c.holds
-        )
     )
+
+
+def _later(kinds: Sequence[str], now: int) -> Any:
+    """The earliest ``available_at`` after ``now``: a scheduled job, a retry or a lease."""
+    return select(func.min(jobs.c.available_at).label("next_due")).where(
+        jobs.c.kind.in_(kinds), jobs.c.available_at > now
+    )
+
+
+def _jobs(rows: Sequence[Any]) -> list[Job]:
+    found = (Job(r.id, r.kind, r.ref, r.team_id, r.attempts, r.holds) for r in rows)
+    return sorted(found, key=lambda j: j.id)
+
+
+async def _claim_due_pg(
+    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+) -> Claimed:
+    # One statement: the claim, and beside it the next due time, which the statement reads
+    # as it was before the claim (the claimed jobs were due, so they are not "after now").
+    claimed = _claiming(kinds, worker, now, lease_ms, limit).returning(*_RETURNED).cte("claimed")
+    later = _later(kinds, now).subquery("later")
+    query = select(later.c.next_due, *claimed.c).select_from(later.outerjoin(claimed, true()))
     rows = (await tx.conn.execute(query)).all()
-    return sorted(
-        (Job(r.id, r.kind, r.ref, r.team_id, r.attempts, r.holds) for r in rows),
-        key=lambda j: j.id,
-    )
+    due = rows[0].next_due
+    return Claimed(_jobs([r for r in rows if r.id is not None]), None if due is None else int(due))
+
+
+async def _claim_due_sqlite(
+    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+) -> Claimed:
+    # SQLite has no UPDATE in a WITH: two statements, the next due time read first (the
+    # write lock is held from BEGIN IMMEDIATE, so nothing changes between them).
+    due = (await tx.conn.execute(_later(kinds, now))).scalar()
+    query = _claiming(kinds, worker, now, lease_ms, limit).returning(*_RETURNED)
+    rows = (await tx.conn.execute(query)).all()
+    return Claimed(_jobs(rows), None if due is None else int(due))
+
+
+_CLAIM_DUE = Forms(postgresql=_claim_due_pg, sqlite=_claim_due_sqlite)
+
+
+async def claim_due(
+    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+) -> Claimed:
+    """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``, and tell when the earliest
+    of the others (scheduled, to retry, or leased) falls due: the worker's next wake-up, read
+    in the claim's own round trip."""
+    claim_due_in = tx.dialect.pick(_CLAIM_DUE)
+    return await claim_due_in(tx, kinds, worker, now, lease_ms, limit)
+
+
+async def claim(
+    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+) -> list[Job]:
+    """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``."""
+    query = _claiming(kinds, worker, now, lease_ms, limit).returning(*_RETURNED)
+    return _jobs((await tx.conn.execute(query)).all())
 
 
 async def finish(tx: Tx, job: Job) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from posthaste.workers.runner import BatchHandler
+from posthaste.workers.runner import BatchHandler, BatchStarter
 
 if TYPE_CHECKING:
     from posthaste.bootstrap import Services
@@ -16,3 +16,9 @@ if TYPE_CHECKING:
 def deliver_emails(services: Services) -> BatchHandler:
     """The batch handler of ``deliver_email`` jobs: ``DeliveryService.deliver_many``."""
     return services.delivery.deliver_many
+
+
+def start_emails(services: Services) -> BatchStarter:
+    """What starts ``deliver_email`` jobs in their claim's transaction:
+    ``DeliveryService.start_claimed``."""
+    return services.delivery.start_claimed

@@ -1,7 +1,8 @@
 """Every job kind and how to build its handler, in one table that ``Services.make_worker`` reads.
 
 A kind runs one job at a time (``OneByOne``) or every claimed job of the kind at once
-(``Batched``, so their database writes share statements). The webhook dispatcher
+(``Batched``, so their database writes share statements); a batched kind may start its jobs in
+the claim's own transaction (``start``: deliveries). The webhook dispatcher
 (``workers/webhooks.py``) is its own loop over its own queue, not a job kind.
 """
 
@@ -24,7 +25,7 @@ from posthaste.workers import (
     tls_report_uploads,
     tls_reports,
 )
-from posthaste.workers.runner import BatchHandler, Handler
+from posthaste.workers.runner import BatchHandler, BatchStarter, Handler
 
 if TYPE_CHECKING:
     from posthaste.bootstrap import Services
@@ -39,14 +40,16 @@ class OneByOne:
 
 @dataclass(frozen=True)
 class Batched:
-    """A kind whose claimed jobs run together, in one call."""
+    """A kind whose claimed jobs run together, in one call; ``start`` builds what starts
+    them in the claim's transaction (``workers/runner.BatchStarter``), if the kind has one."""
 
     build: Callable[[Services], BatchHandler]
+    start: Callable[[Services], BatchStarter] | None = None
 
 
 JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
     {
-        JobKind.DELIVER_EMAIL: Batched(delivery.deliver_emails),
+        JobKind.DELIVER_EMAIL: Batched(delivery.deliver_emails, delivery.start_emails),
         JobKind.CHECK_DOMAIN: OneByOne(domain_checks.check_domain),
         JobKind.IMPORT_CONTACTS: OneByOne(contact_imports.import_contacts),
         JobKind.EXPAND_BROADCAST: OneByOne(broadcasts.expand_broadcast),
@@ -65,14 +68,17 @@ class Handlers:
 
     one_by_one: dict[str, Handler]
     batched: dict[str, BatchHandler]
+    starters: dict[str, BatchStarter]
 
 
 def build_handlers(services: Services) -> Handlers:
     """Each kind's handler in ``JOB_KINDS``, built from ``services``."""
-    handlers = Handlers(one_by_one={}, batched={})
+    handlers = Handlers(one_by_one={}, batched={}, starters={})
     for kind, entry in JOB_KINDS.items():
         if isinstance(entry, Batched):
             handlers.batched[kind] = entry.build(services)
+            if entry.start is not None:
+                handlers.starters[kind] = entry.start(services)
         else:
             handlers.one_by_one[kind] = entry.build(services)
     return handlers

@@ -1,13 +1,21 @@
 """The worker runner: claims due jobs in batches and runs them, woken by the database.
 
-No slow poll: a committed job wakes the runner at once (in-process on SQLite, LISTEN/NOTIFY on
-PostgreSQL). When nothing is due, the runner sleeps until the earliest job (a scheduled email,
-a retry, or a lease running out) falls due, and at most ``idle_check`` seconds as a safety net.
+No slow poll: a committed job wakes the runner at once (in its own process at once; in others
+by LISTEN/NOTIFY on PostgreSQL, by wake files within 50 ms on SQLite). When nothing is due, the
+runner sleeps until the earliest job (a scheduled email, a retry, or a lease running out) falls
+due, and at most ``idle_check`` seconds as a safety net.
 
 Claimed batches overlap: while one batch builds and signs its messages (CPU), others wait on
 their SMTP sessions and database writes, so up to ``max_batches`` run at once and the next
 claim does not wait for the slowest job of the last batch (``bench/delivery.py``, one worker
 process: 599 and 546 emails/s before, 606 and 604 after, in alternating runs; bench/README.md).
+
+A claim also reads when the earliest job it left falls due, in the same round trip. After a claim
+that took fewer than a full batch everything due was taken: the runner sleeps until woken or
+that time, rather than claiming again at once or when a batch ends (each an empty claim and a
+read, several per email when mail trickles in one at a time). A batch kind may start its jobs
+inside the claim's own transaction (``BatchStarter``: the delivery's first step), one
+transaction fewer per batch.
 
 While a claimed batch runs, a heartbeat extends the leases of its unfinished jobs every third of
 the lease, so a slow job (an SMTP session trying several MX hosts) is never claimed twice; the
@@ -19,22 +27,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from posthaste.core.ids import now_ms
 from posthaste.core.models import Job
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage import jobs as jobs_repo
-from posthaste.storage.database import Database
+from posthaste.storage.database import Database, Tx
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Awaitable[None]]
 # Takes every claimed job of its kind at once, so their database writes can be batched.
 BatchHandler = Callable[[list[Job]], Awaitable[None]]
+BatchRun = Callable[[], Awaitable[None]]
+# Starts a claimed batch inside the claim's transaction and returns what runs the rest of it
+# after commit; None leaves the batch to the kind's ``BatchHandler``. If it raises, the claim
+# rolls back with it, and the jobs are claimed again for their ``BatchHandler``.
+BatchStarter = Callable[[Tx, list[Job]], Awaitable[BatchRun | None]]
+
+
+@dataclass
+class _Claim:
+    jobs: list[Job] = field(default_factory=list)
+    next_due: int | None = None
+    started: dict[str, BatchRun] = field(default_factory=dict)  # by kind
+
+
+class _StartFailed(Exception):
+    """A ``BatchStarter`` raised: its claim was rolled back."""
 
 
 class Worker:
@@ -48,10 +74,16 @@ class Worker:
         max_batches: int = 4,
         idle_check: float = 30.0,
         batch_handlers: Mapping[str, BatchHandler] | None = None,
+        batch_starters: Mapping[str, BatchStarter] | None = None,
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
         self.batch_handlers = dict(batch_handlers or {})
+        self.batch_starters = {
+            kind: start
+            for kind, start in (batch_starters or {}).items()
+            if kind in self.batch_handlers
+        }
         self.kinds = [*self.handlers, *self.batch_handlers]
         self.lease_ms = int(lease_seconds * 1000)
         self.batch_size = batch_size
@@ -73,17 +105,17 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         try:
             while not self._stopping:
-                self._wake.clear()
-                if len(running) < self.max_batches:
-                    jobs = await self._claim()
-                    if jobs:
-                        task = asyncio.create_task(self._run_all(jobs))
-                        running.add(task)
-                        task.add_done_callback(running.discard)
-                        continue
-                    await self._sleep(running)
-                else:
+                self._wake.clear()  # before the claim: a commit during it is not missed
+                if len(running) >= self.max_batches:
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                claim = await self._claim()
+                if claim.jobs:
+                    task = asyncio.create_task(self._run_all(claim))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                if len(claim.jobs) < self.batch_size:  # everything due was taken
+                    await self._sleep(claim.next_due)
             if running:
                 await asyncio.wait(running)
         finally:
@@ -98,28 +130,55 @@ class Worker:
     async def run_until_idle(self) -> int:
         """Run every job due now, then return how many ran (for tests and the CLI)."""
         before = self.processed
-        while jobs := await self._claim():
-            await self._run_all(jobs)
+        while (claim := await self._claim()).jobs:
+            await self._run_all(claim)
         return self.processed - before
 
-    async def _claim(self) -> list[Job]:
+    async def _claim(self) -> _Claim:
         try:
-            async with self.db.transaction() as tx:
-                return await jobs_repo.claim(
-                    tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
-                )
+            return await self._claim_and_start(self.batch_starters)
+        except _StartFailed as exc:
+            log.error("starting a claimed batch failed; its jobs run apart", exc_info=exc.__cause__)
         except Exception:
             log.exception("claiming jobs failed; retrying shortly")
             await asyncio.sleep(1)
-            return []
+            return _Claim()
+        try:
+            return await self._claim_and_start({})
+        except Exception:
+            log.exception("claiming jobs failed; retrying shortly")
+            await asyncio.sleep(1)
+            return _Claim()
 
-    async def _run_all(self, jobs: list[Job]) -> None:
+    async def _claim_and_start(self, starters: Mapping[str, BatchStarter]) -> _Claim:
+        async with self.db.transaction() as tx:
+            found = await jobs_repo.claim_due(
+                tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
+            )
+            claim = _Claim(found.jobs, found.next_due)
+            for kind, start in starters.items():
+                group = [job for job in claim.jobs if job.kind == kind]
+                if not group:
+                    continue
+                try:
+                    run = await start(tx, group)
+                except ServiceUnavailable:
+                    raise  # the database is away: no use claiming again without starting
+                except Exception as exc:
+                    raise _StartFailed from exc
+                if run is not None:
+                    claim.started[kind] = run
+        return claim
+
+    async def _run_all(self, claim: _Claim) -> None:
+        jobs = claim.jobs
         held = {job.id: job for job in jobs}  # what the heartbeat keeps leased
         runs = [self._run_one(job, held) for job in jobs if job.kind not in self.batch_handlers]
         for kind, handler in self.batch_handlers.items():
             group = [job for job in jobs if job.kind == kind]
             if group:
-                runs.append(self._run_batch(handler, group, held))
+                run = claim.started.get(kind) or functools.partial(handler, group)
+                runs.append(self._run_batch(run, group, held))
         done = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(held, done))
         try:
@@ -130,11 +189,9 @@ class Worker:
             done.set()
             await heartbeat
 
-    async def _run_batch(
-        self, handler: BatchHandler, group: list[Job], held: dict[int, Job]
-    ) -> None:
+    async def _run_batch(self, run: BatchRun, group: list[Job], held: dict[int, Job]) -> None:
         try:
-            await handler(group)
+            await run()
         except ServiceUnavailable as exc:  # the database is away: no stack trace, it will return
             log.warning("a batch of %d %s jobs waits: %s", len(group), group[0].kind, exc.message)
         except Exception:
@@ -186,23 +243,13 @@ class Worker:
                 "%d of %d leases were not extended (released or lost)", len(held) - kept, len(held)
             )
 
-    async def _sleep(self, running: set[asyncio.Task[None]]) -> None:
-        """Until a job is committed or falls due, or a running batch ends (room to claim)."""
+    async def _sleep(self, next_due: int | None) -> None:
+        """Until a job is committed, or the earliest one left falls due (``idle_check`` at
+        most)."""
         timeout = self.idle_check
-        try:
-            async with self.db.read() as tx:
-                due = await jobs_repo.next_due_at(tx, self.kinds)
-        except Exception:
-            log.exception("reading the next due job failed")
-            due = None
-        if due is not None:
-            timeout = min(timeout, max(0.0, (due - now_ms()) / 1000))
+        if next_due is not None:
+            timeout = min(timeout, max(0.0, (next_due - now_ms()) / 1000))
         if timeout <= 0:
             return
-        woken = asyncio.create_task(self._wake.wait())
-        try:
-            await asyncio.wait(
-                {woken, *running}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            woken.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
