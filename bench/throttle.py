@@ -17,6 +17,10 @@ The emails are accepted first (``SendingService.accept_batch``), then the worker
 reports how long each destination took, Google's delivered rate against the limit, per second
 after the first 421 (convergence), how many 421s and holds it took, whether the receiver ever
 blocked, and whether any email used more than its first attempt.
+
+``--ceiling`` first runs the same Google mail, alone, against a receiver and a policy with no
+limit to speak of (1,000,000/s): what the workers deliver at all on this machine now, the bound
+of any throttled figure; the throttled run then reports its rate as a fraction of both.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ async def _accept(services: Services, sender: Any, recipients: list[str]) -> Non
         await services.sending.accept_batch(sender, Origin.BATCH, items)
 
 
-async def measure(args: argparse.Namespace, backend: Backend) -> None:
+async def measure(args: argparse.Namespace, backend: Backend) -> float:
     zone = _zone()
     data_dir = backend.workdir / "data"
     data_dir.mkdir()
@@ -201,7 +205,8 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
             finally:
                 await services.close()
     zone.stop()
-    print(f"load average before {load_before}, after {os.getloadavg()}")
+    print(f"load average before {load_before}, after {os.getloadavg()}", flush=True)
+    return len(receiver.delivered) / max(google_done or 0.0, 1e-9)
 
 
 async def _report(
@@ -270,15 +275,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=64, help="jobs claimed at once per worker")
     parser.add_argument("--decisions", action="store_true", help="print the last decisions")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds at most")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="first measure the workers with no limit"
+    )
     args = parser.parse_args(argv)
     if args.role == "worker":
         uvloop.run(run_worker(args))
         return
+    ceiling = None
+    if args.ceiling:
+        unlimited = argparse.Namespace(
+            **{**vars(args), "limit": 1_000_000, "policy": 1_000_000.0, "others": 0}
+        )
+        print("--- ceiling: Google's mail alone, no limit", flush=True)
+        ceiling = _run(unlimited)
+        print(f"--- throttled: receiver limit {args.limit}/s", flush=True)
+    rate = _run(args)
+    if ceiling is not None:
+        print(
+            f"google.com: {rate:.1f}/s = {rate / args.limit:.0%} of the limit, "
+            f"{rate / ceiling:.0%} of the ceiling ({ceiling:.1f}/s)"
+        )
+
+
+def _run(args: argparse.Namespace) -> float:
     with (
         tempfile.TemporaryDirectory(prefix="posthaste-bench-") as workdir,
         prepared("postgres", Path(workdir)) as backend,
     ):
-        uvloop.run(measure(args, backend))
+        return uvloop.run(measure(args, backend))
 
 
 if __name__ == "__main__":
