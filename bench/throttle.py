@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -54,7 +55,7 @@ from posthaste.core.ids import now_ms
 from posthaste.core.models import KeyMode, Origin
 from posthaste.core.send_request import parse_send_request
 from posthaste.storage.tables import delivery_attempts as attempts
-from posthaste.storage.tables import emails
+from posthaste.storage.tables import emails, jobs
 
 KEY = make_key("acme.test")
 GMAIL_ADDRESS = "127.0.0.2"
@@ -185,8 +186,11 @@ async def measure(args: argparse.Namespace, backend: Backend) -> float:
                     assert time.monotonic() - spawned < 120, "the workers did not start"
                     await asyncio.sleep(0.01)
                 started = time.monotonic()
+                timeline: list[tuple[int, int]] = []  # (google, other) delivered, each second
                 while time.monotonic() - started < args.deadline:
                     now = time.monotonic()
+                    if now - started >= len(timeline):
+                        timeline.append((len(receiver.delivered), len(sink.messages)))
                     if others_done is None and len(sink.messages) >= len(others):
                         others_done = now - started
                     if google_done is None and len(receiver.delivered) >= len(google):
@@ -202,6 +206,10 @@ async def measure(args: argparse.Namespace, backend: Backend) -> float:
                     worker.wait(30)
                 done = (others_done or 0.0, google_done or 0.0)
                 await _report(args, services, receiver, sink, done, started)
+                if args.timeline:
+                    steps = itertools.pairwise([(0, 0), *timeline])
+                    print("each second, google.com/other.test delivered:")
+                    print(" ".join(f"{g1 - g0}/{o1 - o0}" for (g0, o0), (g1, o1) in steps))
             finally:
                 await services.close()
     zone.stop()
@@ -227,6 +235,7 @@ async def _report(
             )
         ).scalar()
         sessions = (await tx.conn.execute(select(func.count()).select_from(attempts))).scalar()
+        left = (await tx.conn.execute(select(jobs))).all()
     accepted = sorted(receiver.accepted)
     per_second: dict[int, int] = {}
     for at in accepted:
@@ -250,6 +259,19 @@ async def _report(
     print(f"421 answered: {len(receiver.refused)}; blocked: {receiver.blocked}")
     print(f"attempt rows: {sessions}, of them held without a session: {held}")
     print(f"most attempts counted on any email: {most}")
+    if left:
+        now = now_ms()
+        print(f"jobs left: {len(left)}, e.g.:")
+        for job in left[:5]:
+            print(
+                f"  due in {(job.available_at - now) / 1000:.1f} s, claims {job.attempts}, "
+                f"holds {job.holds}, locked by {job.locked_by}: {job._mapping.get('hold_reason')}"
+            )
+            async with services.db.read() as tx:
+                tried = select(attempts).where(attempts.c.email_id == job.ref)
+                for row in (await tx.conn.execute(tried)).all():
+                    print(f"    attempt {row.attempt} {row.host}: {row.replies}")
+                    print(f"      {[line for line in row.transcript if 'note' in line][-4:]}")
     if args.decisions:
         for view in await services.destinations.list(recent=20):
             for reply in reversed(view.recent):
@@ -277,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds at most")
     parser.add_argument(
         "--ceiling", action="store_true", help="first measure the workers with no limit"
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="print each second's deliveries of both"
     )
     args = parser.parse_args(argv)
     if args.role == "worker":
