@@ -203,7 +203,7 @@ async def measure(args: argparse.Namespace, backend: Backend) -> float:
                 for worker in workers:
                     worker.send_signal(signal.SIGTERM)
                 for worker in workers:
-                    worker.wait(30)
+                    worker.wait(120)
                 done = (others_done or 0.0, google_done or 0.0)
                 await _report(args, services, receiver, sink, done, started)
                 if args.timeline:
