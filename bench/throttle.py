@@ -17,12 +17,17 @@ The emails are accepted first (``SendingService.accept_batch``), then the worker
 reports how long each destination took, Google's delivered rate against the limit, per second
 after the first 421 (convergence), how many 421s and holds it took, whether the receiver ever
 blocked, and whether any email used more than its first attempt.
+
+``--ceiling`` first runs the same Google mail, alone, against a receiver and a policy with no
+limit to speak of (1,000,000/s): what the workers deliver at all on this machine now, the bound
+of any throttled figure; the throttled run then reports its rate as a fraction of both.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -50,7 +55,7 @@ from posthaste.core.ids import now_ms
 from posthaste.core.models import KeyMode, Origin
 from posthaste.core.send_request import parse_send_request
 from posthaste.storage.tables import delivery_attempts as attempts
-from posthaste.storage.tables import emails
+from posthaste.storage.tables import emails, jobs
 
 KEY = make_key("acme.test")
 GMAIL_ADDRESS = "127.0.0.2"
@@ -151,7 +156,7 @@ async def _accept(services: Services, sender: Any, recipients: list[str]) -> Non
         await services.sending.accept_batch(sender, Origin.BATCH, items)
 
 
-async def measure(args: argparse.Namespace, backend: Backend) -> None:
+async def measure(args: argparse.Namespace, backend: Backend) -> float:
     zone = _zone()
     data_dir = backend.workdir / "data"
     data_dir.mkdir()
@@ -181,8 +186,11 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
                     assert time.monotonic() - spawned < 120, "the workers did not start"
                     await asyncio.sleep(0.01)
                 started = time.monotonic()
+                timeline: list[tuple[int, int]] = []  # (google, other) delivered, each second
                 while time.monotonic() - started < args.deadline:
                     now = time.monotonic()
+                    if now - started >= len(timeline):
+                        timeline.append((len(receiver.delivered), len(sink.messages)))
                     if others_done is None and len(sink.messages) >= len(others):
                         others_done = now - started
                     if google_done is None and len(receiver.delivered) >= len(google):
@@ -195,13 +203,18 @@ async def measure(args: argparse.Namespace, backend: Backend) -> None:
                 for worker in workers:
                     worker.send_signal(signal.SIGTERM)
                 for worker in workers:
-                    worker.wait(30)
+                    worker.wait(120)
                 done = (others_done or 0.0, google_done or 0.0)
                 await _report(args, services, receiver, sink, done, started)
+                if args.timeline:
+                    steps = itertools.pairwise([(0, 0), *timeline])
+                    print("each second, google.com/other.test delivered:")
+                    print(" ".join(f"{g1 - g0}/{o1 - o0}" for (g0, o0), (g1, o1) in steps))
             finally:
                 await services.close()
     zone.stop()
-    print(f"load average before {load_before}, after {os.getloadavg()}")
+    print(f"load average before {load_before}, after {os.getloadavg()}", flush=True)
+    return len(receiver.delivered) / max(google_done or 0.0, 1e-9)
 
 
 async def _report(
@@ -222,6 +235,7 @@ async def _report(
             )
         ).scalar()
         sessions = (await tx.conn.execute(select(func.count()).select_from(attempts))).scalar()
+        left = (await tx.conn.execute(select(jobs))).all()
     accepted = sorted(receiver.accepted)
     per_second: dict[int, int] = {}
     for at in accepted:
@@ -245,6 +259,19 @@ async def _report(
     print(f"421 answered: {len(receiver.refused)}; blocked: {receiver.blocked}")
     print(f"attempt rows: {sessions}, of them held without a session: {held}")
     print(f"most attempts counted on any email: {most}")
+    if left:
+        now = now_ms()
+        print(f"jobs left: {len(left)}, e.g.:")
+        for job in left[:5]:
+            print(
+                f"  due in {(job.available_at - now) / 1000:.1f} s, claims {job.attempts}, "
+                f"holds {job.holds}, locked by {job.locked_by}: {job._mapping.get('hold_reason')}"
+            )
+            async with services.db.read() as tx:
+                tried = select(attempts).where(attempts.c.email_id == job.ref)
+                for row in (await tx.conn.execute(tried)).all():
+                    print(f"    attempt {row.attempt} {row.host}: {row.replies}")
+                    print(f"      {[line for line in row.transcript if 'note' in line][-4:]}")
     if args.decisions:
         for view in await services.destinations.list(recent=20):
             for reply in reversed(view.recent):
@@ -270,15 +297,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=64, help="jobs claimed at once per worker")
     parser.add_argument("--decisions", action="store_true", help="print the last decisions")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds at most")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="first measure the workers with no limit"
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="print each second's deliveries of both"
+    )
     args = parser.parse_args(argv)
     if args.role == "worker":
         uvloop.run(run_worker(args))
         return
+    ceiling = None
+    if args.ceiling:
+        unlimited = argparse.Namespace(
+            **{**vars(args), "limit": 1_000_000, "policy": 1_000_000.0, "others": 0}
+        )
+        print("--- ceiling: Google's mail alone, no limit", flush=True)
+        ceiling = _run(unlimited)
+        print(f"--- throttled: receiver limit {args.limit}/s", flush=True)
+    rate = _run(args)
+    if ceiling is not None:
+        print(
+            f"google.com: {rate:.1f}/s = {rate / args.limit:.0%} of the limit, "
+            f"{rate / ceiling:.0%} of the ceiling ({ceiling:.1f}/s)"
+        )
+
+
+def _run(args: argparse.Namespace) -> float:
     with (
         tempfile.TemporaryDirectory(prefix="posthaste-bench-") as workdir,
         prepared("postgres", Path(workdir)) as backend,
     ):
-        uvloop.run(measure(args, backend))
+        return uvloop.run(measure(args, backend))
 
 
 if __name__ == "__main__":

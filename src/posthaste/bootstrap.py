@@ -225,6 +225,7 @@ def build_services(
             tracking_rules or DomainTrackingRules(domains),
             metrics=metrics,
             pool_rules=StreamDomainPools(db) if settings.pools.any else None,
+            max_queue_age=settings.max_queue_age,
         ),
         attempts=AttemptQueries(db),
         destinations=destinations,

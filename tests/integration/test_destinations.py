@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,6 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, update
 
@@ -344,10 +346,12 @@ async def test_the_rate_taken_not_the_rate_set_is_halved_and_raised(services: Se
 
 
 async def test_mail_for_a_busy_destination_is_held_before_it_starts(
-    settings: Settings, zone: ZoneServer
+    settings: Settings, zone: ZoneServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Once a worker knows the destination is suspended, its mail goes back to the queue
-    unstarted: no attempt, no status change, the job's claim counted as a hold."""
+    unstarted: no attempt, no status change, the job's claim counted as a hold, its reason
+    kept and logged; the next real attempt's transcript starts with a note of the holds."""
+    caplog.set_level(logging.DEBUG, logger="posthaste.services.delivery")
     _zone(zone)
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
@@ -367,7 +371,10 @@ async def test_mail_for_a_busy_destination_is_held_before_it_starts(
         assert await worker.run_until_idle() == 1  # held before it was started
 
         async with services.db.read() as tx:
-            rows = (await tx.conn.execute(select(jobs.c.ref, jobs.c.attempts, jobs.c.holds))).all()
+            query = select(
+                jobs.c.ref, jobs.c.attempts, jobs.c.holds, jobs.c.hold_reason, jobs.c.available_at
+            )
+            rows = (await tx.conn.execute(query)).all()
             counted = dict((await tx.conn.execute(select(emails.c.id, emails.c.attempts))).all())
         assert {r.ref: (r.attempts, r.holds) for r in rows} == {first: (1, 1), second: (1, 1)}
         assert counted == {first: 0, second: 0}  # the email's retry count: no attempt used
@@ -376,6 +383,57 @@ async def test_mail_for_a_busy_destination_is_held_before_it_starts(
         # The second was never started: still queued, no email.sending event.
         assert (await _get(http, tenant, f"/emails/{second}"))["last_event"] == "email.queued"
         assert sink.messages == []
+        # Each was given its turn after the suspension, the second a step after the first (44 ms:
+        # four fifths of 55.6 ms, the pace of 18/s it climbs back to, 90 % of the 20/s
+        # remembered as too fast); each job says why it waits.
+        due = {r.ref: r.available_at for r in rows}
+        assert now + 600_000 < due[first] < due[second] <= due[first] + 45
+        for row in rows:
+            assert row.hold_reason.startswith("destination google.com at 10/s, suspended until")
+        assert any(
+            r.getMessage().startswith(f"email {second} held until")
+            and "destination google.com" in r.getMessage()
+            for r in caplog.records
+        ), caplog.records
+
+        # The destination frees: the next real attempt's transcript starts with the holds.
+        receiver = ThrottlingReceiver(per_second=100, block_after=300)
+        await stack.enter_async_context(running_receiver(receiver, GMAIL_ADDRESS, sink.port))
+        async with services.db.transaction() as tx:
+            await tx.conn.execute(update(destinations).values(suspended_until=0, next_slot_us=0))
+            await tx.conn.execute(update(jobs).values(available_at=0))
+        fresh = await stack.enter_async_context(_services(configured, sink.port, empty=False))
+        async with _working(fresh):  # another worker: it never knew of the suspension
+            await _until(lambda: len(receiver.delivered) == 2)
+        for email_id in (first, second):
+            (attempt,) = (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
+            note = attempt["transcript"][0]["note"]
+            assert note.startswith("held once without using up an attempt since it was queued at")
+            assert "the last time: destination google.com at 10/s, suspended until" in note
+
+
+async def test_held_mail_is_given_turns_after_the_ones_before(services: Services) -> None:
+    """The fleet's held mail comes back a step apart, after the turns already given, never
+    before the destination frees."""
+    now_us = time.time_ns() // 1000
+    async with services.db.transaction() as tx:
+        await repo.ensure(tx, "example.com", ["mx.example.com"], 10_000, now_us // 1000)
+        first = await repo.queue_holds(tx, "example.com", 3, 8_000, now_us + 2_000_000)
+        second = await repo.queue_holds(tx, "example.com", 2, 8_000, now_us)
+        later = now_us + 60_000_000  # the queue has drained by then: from the earliest time
+        third = await repo.queue_holds(tx, "example.com", 1, 8_000, later)
+        assert await repo.queue_holds(tx, "unknown.example", 1, 8_000, now_us) is None
+    assert first == now_us + 2_000_000 + 8_000  # turns 1-3: a step after the earliest time
+    assert second == now_us + 2_000_000 + 4 * 8_000  # turns 4-5: after those
+    assert third == later + 8_000
+
+    # The throttle's turns: a little less than its interval apart (20/s: 50 ms, turns 40 ms).
+    throttle = DestinationThrottle(services.db, Policies({"example.com": {"rate": 20.0}}))
+    await throttle.admit("example.com", ["mx.example.com"], Transcript())
+    earliest = later // 1000 + 60_000
+    turns = await throttle.hold("example.com", earliest, 3)
+    assert turns == [earliest + 40, earliest + 80, earliest + 120]
+    assert throttle.holds == 3
 
 
 async def test_a_burst_of_failed_connections_slows_the_destination(services: Services) -> None:

@@ -27,7 +27,7 @@ from posthaste.core.ids import now_ms
 from posthaste.core.pools import Pool, Pools
 from posthaste.services.pools import PoolSources
 from posthaste.storage import pools as repo
-from posthaste.storage.tables import jobs
+from posthaste.storage.tables import emails, jobs
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_api_emails import assert_error
@@ -237,6 +237,83 @@ async def test_a_warming_address_keeps_to_its_cap_and_the_rest_waits_for_the_nex
         notes = [line.get("note", "") for line in attempts[-1]["transcript"]]
         went = "pool slow: 127.0.0.2 (HELO slow.example.test), warm-up day 2 of 2: 1 of 3 today"
         assert went in notes, notes
+        # The transcript starts with the holds it waited through, and why.
+        assert notes[0].startswith("held once without using up an attempt since it was queued")
+        assert "the last time: every address of pool slow has used up its warm-up cap" in notes[0]
+
+
+async def _job(services: Services, email_id: str) -> Any:
+    async with services.db.read() as tx:
+        query = jobs.select().where(jobs.c.ref == email_id)
+        return (await tx.conn.execute(query)).one_or_none()
+
+
+async def _age(services: Services, email_ids: list[str], ms: int) -> None:
+    """Make the emails ``ms`` older, as if queued that much earlier."""
+    async with services.db.transaction() as tx:
+        query = update(emails).where(emails.c.id.in_(email_ids))
+        await tx.conn.execute(query.values(created_at=emails.c.created_at - ms))
+
+
+async def test_mail_held_by_a_warmup_cap_waits_past_the_retry_schedule_then_bounces(
+    settings: Settings, zone: ZoneServer
+) -> None:
+    """Our own cap uses up no attempt however long it holds the mail, the whole retry schedule
+    and more; past the maximum queue age the mail bounces, saying why."""
+    slow = Pool("slow", ("127.0.0.2",), "slow.example.test", per_day=(1,))
+    configured = dataclasses.replace(
+        _configured(settings, zone, slow), delivery_retry_schedule=(0.2,), max_queue_age=3600.0
+    )
+    async with AsyncExitStack() as stack:
+        sink = await stack.enter_async_context(running_sink(Sink()))
+        services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
+        http = await stack.enter_async_context(checked_client(create_app(services)))
+        clock = _Clock()
+        _with_clock(services, clock)
+        tenant = await make_tenant(services)
+        await _call(http, tenant, "PATCH", "/streams/transactional", {"pool": "slow"})
+        ids = [await _send(http, tenant, "hi@acme.test", f"q{i}@pooled.test") for i in range(2)]
+        await _age(services, ids, 10_000)  # older than the retry schedule (0.2 s), not 1 h
+        next_day = rules.start_of_day(rules.day_of(clock.now) + 1)
+
+        async def held() -> str | None:
+            for email_id in ids:
+                job = await _job(services, email_id)
+                if job is not None and job.holds and job.available_at >= next_day:
+                    return email_id
+            return None
+
+        async with _working(services):
+            await _until(lambda: len(sink.messages) == 1)
+            await _until(held)
+        waiting = await held()
+        assert waiting is not None
+        record = await _get(http, tenant, f"/emails/{waiting}")
+        assert record["last_event"] not in ("email.failed", "email.bounced", "email.delivered")
+        assert (await _get(http, tenant, f"/emails/{waiting}/attempts"))["data"] == []
+
+        # Older than the maximum queue age, tried again the same day (its cap still used up).
+        await _age(services, [waiting], 2 * 3600 * 1000)
+        async with services.db.transaction() as tx:
+            await tx.conn.execute(update(jobs).where(jobs.c.ref == waiting).values(available_at=0))
+
+        async def bounced() -> bool:
+            record = await _get(http, tenant, f"/emails/{waiting}")
+            return bool(record["last_event"] == "email.bounced")
+
+        async with _working(services):
+            await _until(bounced)
+        (attempt,) = (await _get(http, tenant, f"/emails/{waiting}/attempts"))["data"]
+        assert attempt["host"] is None  # never sent
+        (reply,) = attempt["replies"]
+        assert reply["outcome"] == "bounced"
+        assert (
+            "queued longer than the maximum queue age (1h, POSTHASTE_MAX_QUEUE_AGE)"
+            in (reply["text"])
+        )
+        assert "every address of pool slow has used up its warm-up cap" in reply["text"]
+        assert await _job(services, waiting) is None  # finished: no more tries
+        assert len(sink.messages) == 1
 
 
 async def test_addresses_take_turns_skip_those_used_up_and_share_counts(

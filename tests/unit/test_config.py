@@ -182,6 +182,7 @@ def test_every_setting_key_has_a_variable() -> None:
         ("WEBHOOK_TIMEOUT", "500ms", "webhook_timeout", 0.5),
         ("WEBHOOK_TIMEOUT", "3", "webhook_timeout", 3.0),
         ("DELIVERY_RETRY_SCHEDULE", "100ms", "delivery_retry_schedule", (0.1,)),
+        ("MAX_QUEUE_AGE", "7d", "max_queue_age", 604_800.0),
         ("RETENTION_DAYS", "1", "retention_days", 1),
         ("ROLE", "worker", "role", {"worker"}),
         ("ROLE", "API", "role", {"api"}),
@@ -342,6 +343,7 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("WEBHOOK_TIMEOUT", "soon", "expected a duration such as"),
         ("WEBHOOK_ALLOW_PRIVATE", "maybe", "expected true/false, 1/0 or yes/no, got 'maybe'"),
         ("DELIVERY_RETRY_SCHEDULE", "1m,", "expected comma-separated durations"),
+        ("MAX_QUEUE_AGE", "0", "expected a duration above zero"),
         ("RETENTION_DAYS", "0", "expected a whole number of days, at least 1"),
         ("RETENTION_DAYS", "7d", "expected a whole number of days"),
         (

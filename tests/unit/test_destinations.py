@@ -84,15 +84,35 @@ def test_the_climb_slows_near_the_rate_that_was_too_fast() -> None:
     policy = Policy(rate=200.0)
     ceiling = 20_000  # 50/s drew the last "slow down"
     rates = [25.0]
-    for _ in range(6):
+    for _ in range(16):
         rates.append(rules.US / rules.raised(int(rules.US / rates[-1]), policy, ceiling))
-    # +20/s a step up to 40/s (80 % of 50/s), then probing: +0.5/s, then each step as large as
-    # the way come beyond 40/s, so a ceiling learnt too low is left behind.
-    assert round(rates[1]) == 40
-    steps = [b - a for a, b in itertools.pairwise(rates[1:])]
-    assert 0.45 < steps[0] < 0.55 and 0.45 < steps[1] < 0.55
-    assert all(1.8 < b / a < 2.2 for a, b in itertools.pairwise(steps[1:]))
-    assert rates[-1] < 50.0  # still under the rate that was too fast
+    # +20/s a step up to 45/s (90 % of 50/s), then approaching 50/s slowly: +0.5/s a step;
+    # past it (a ceiling learnt too low), each step as large as the way come beyond it.
+    assert round(rates[1]) == 45
+    steps = [b - a for a, b in itertools.pairwise(rates[1:12])]
+    assert all(0.45 < step < 0.55 for step in steps), steps
+    assert 49.9 < rates[11] < 50.1
+    beyond = [b - a for a, b in itertools.pairwise(rates[12:])]
+    assert all(1.8 < b / a < 2.2 for a, b in itertools.pairwise(beyond)), beyond
+    assert rates[-1] > 55.0
+
+
+def test_held_mail_follows_the_pace_the_destination_climbs_back_to() -> None:
+    policy = Policy(rate=400.0)  # 2,500 µs
+    assert rules.cruising_interval(20_000, policy) == 20_000  # 50/s, no ceiling: 50/s
+    # Halved to 50/s under a ceiling of 100/s: back at 90/s within seconds.
+    assert rules.cruising_interval(20_000, policy, 10_000) == 11_111
+    assert rules.cruising_interval(10_000, policy, 10_000) == 10_000  # above 90 %: as it is
+    assert rules.cruising_interval(20_000, Policy(rate=40.0), 10_000) == 25_000  # the policy
+
+
+def test_a_slow_down_near_the_remembered_ceiling_lowers_it_halfway() -> None:
+    assert rules.remembered_ceiling(0, 10_000) == 10_000  # none yet: 100/s
+    assert rules.remembered_ceiling(10_000, 8_000) == 8_000  # faster (125/s): learnt
+    # At 95/s, within the margin below 100/s: halfway, 97.5/s, not 95/s (no ratchet).
+    assert rules.remembered_ceiling(10_000, 10_526) == int(rules.US / 97.5)
+    # At 60/s, far below: the receiver takes less now, learnt at once.
+    assert rules.remembered_ceiling(10_000, 16_667) == 16_667
 
 
 def test_probing_beyond_the_margin_waits_longer_between_steps() -> None:

@@ -32,6 +32,9 @@ class RecipientReply:
     hold_until: int | None = None
     # Held before anything was sent: no conversation with the server took place.
     held_unsent: bool = False
+    # Held by its IP pool's warm-up cap (our own limit, not a receiver's): it waits up to the
+    # maximum queue age rather than the retry schedule.
+    warmup_cap: bool = False
 
 
 @dataclass(frozen=True)

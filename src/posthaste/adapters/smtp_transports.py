@@ -97,6 +97,15 @@ class Admission:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Busy:
+    """A destination known to take no mail now: free again from ``at`` (epoch ms), and why."""
+
+    destination: str
+    at: int
+    reason: str
+
+
 class Throttle(Protocol):
     """Per-destination pacing of ``mx`` delivery (``services/destinations.py``); every decision
     is noted in the transcript."""
@@ -122,12 +131,16 @@ class Throttle(Protocol):
 
     def holding(self) -> bool:
         """Whether some destination is known to be busy now (suspended, or its slots taken
-        beyond the wait allowed): only then is ``held_until`` worth asking."""
+        beyond the wait allowed): only then is ``busy`` worth asking."""
         ...
 
-    def held_until(self, destination: str, message_id: str) -> int | None:
-        """When mail to ``destination`` should come back (epoch ms), when this process knows
-        without a statement that it cannot go now; else None (ask ``admit``)."""
+    def busy(self, destination: str) -> Busy | None:
+        """Whether this process knows without a statement that mail to ``destination`` cannot
+        go now; else None (ask ``admit``)."""
+        ...
+
+    async def hold(self, destination: str, earliest: int, count: int) -> list[int]:
+        """The turns (epoch ms) of ``count`` mails held for ``destination``, from ``earliest``."""
         ...
 
 
@@ -155,8 +168,11 @@ class Unthrottled:
     def holding(self) -> bool:
         return False
 
-    def held_until(self, destination: str, message_id: str) -> int | None:
+    def busy(self, destination: str) -> Busy | None:
         return None
+
+    async def hold(self, destination: str, earliest: int, count: int) -> list[int]:
+        return [earliest] * count
 
 
 @dataclass(frozen=True)
@@ -284,19 +300,22 @@ class MxTransport:
     def holding(self) -> bool:
         return self.throttle.holding()
 
-    def held_until(self, recipients: Sequence[str], message_id: str) -> int | None:
-        """When mail to ``recipients`` should come back, when every one of their destinations
-        is known to be busy now: no lookup, no session, no attempt; else None (send it)."""
-        times = []
+    def busy(self, recipients: Sequence[str]) -> Busy | None:
+        """When every destination of ``recipients`` is known to be busy now, the one free
+        soonest: the mail is held for it without a lookup, a session or an attempt; else None
+        (send it)."""
+        found: list[Busy] = []
         for domain in {r.rpartition("@")[2].lower() for r in recipients}:
             destination = self._destinations.get(domain)
-            until = (
-                None if destination is None else self.throttle.held_until(destination, message_id)
-            )
-            if until is None:
+            busy = None if destination is None else self.throttle.busy(destination)
+            if busy is None:
                 return None
-            times.append(until)
-        return min(times, default=None)
+            found.append(busy)
+        return min(found, key=lambda b: b.at, default=None)
+
+    async def hold(self, busy: Busy, count: int) -> list[int]:
+        """The turns of ``count`` mails held for ``busy``'s destination."""
+        return await self.throttle.hold(busy.destination, busy.at, count)
 
     async def send(self, envelope: Envelope, raw: bytes) -> DeliveryReport:
         by_domain: dict[str, list[str]] = {}
@@ -376,7 +395,7 @@ class MxTransport:
             return _held(envelope, admission.hold_until, admission.reason), None
         source = await self.sources.pick(envelope.pool, transcript)
         if source.hold_until is not None:
-            return _held(envelope, source.hold_until, source.reason), None
+            return _held(envelope, source.hold_until, source.reason, warmup=True), None
         cap = self._caps.setdefault(destination, asyncio.Semaphore(admission.max_connections))
         most = admission.messages_per_connection
         try:
@@ -534,11 +553,14 @@ def _reachable_from(source: str | None, address: str) -> bool:
         return True  # not an address literal: let the connection decide
 
 
-def _held(envelope: Envelope, until: int, reason: str) -> list[RecipientReply]:
-    """Every recipient held unsent until ``until``: no attempt counted (the job postponed)."""
+def _held(
+    envelope: Envelope, until: int, reason: str, *, warmup: bool = False
+) -> list[RecipientReply]:
+    """Every recipient held unsent until ``until``: no attempt counted (the job postponed).
+    ``warmup``: held by its pool's warm-up cap, our own limit rather than a receiver's."""
     text = f"4.7.0 Held by Posthaste: {reason}"
     return [
-        RecipientReply(r, 451, text, True, hold_until=until, held_unsent=True)
+        RecipientReply(r, 451, text, True, hold_until=until, held_unsent=True, warmup_cap=warmup)
         for r in envelope.recipients
     ]
 

@@ -21,6 +21,7 @@ from posthaste.adapters.smtp_client import (
     tls_context_for,
 )
 from posthaste.adapters.smtp_transports import (
+    Busy,
     MachineAddress,
     MxTransport,
     SmarthostTransport,
@@ -33,6 +34,7 @@ from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import now_ms
 
 __all__ = [
+    "Busy",
     "CaptureTransport",
     "DeliveryReport",
     "Envelope",
@@ -101,18 +103,23 @@ class TransportRegistry:
                 transport.sources = sources
 
     def holding(self) -> bool:
-        """Whether a transport knows a busy destination now (``held_until`` may hold mail)."""
+        """Whether a transport knows a busy destination now (``busy`` may hold mail)."""
         return any(isinstance(t, MxTransport) and t.holding() for t in self.by_region.values())
 
-    def held_until(
-        self, region: str, test_mode: bool, recipients: Sequence[str], message_id: str
-    ) -> int | None:
-        """When to try mail to ``recipients`` again when its every destination is known to be
-        busy now (``MxTransport.held_until``); None to send it now."""
+    def busy(self, region: str, test_mode: bool, recipients: Sequence[str]) -> Busy | None:
+        """The destination to hold mail to ``recipients`` for, when its every destination is
+        known to be busy now (``MxTransport.busy``); None to send it now."""
         transport = self.for_email(region, test_mode)
         if isinstance(transport, MxTransport):
-            return transport.held_until(recipients, message_id)
+            return transport.busy(recipients)
         return None
+
+    async def hold(self, region: str, busy: Busy, count: int) -> list[int]:
+        """The turns (epoch ms) of ``count`` mails of ``region`` held for ``busy``."""
+        transport = self.by_region.get(region)
+        if isinstance(transport, MxTransport):
+            return await transport.hold(busy, count)
+        return [busy.at] * count
 
     async def close(self) -> None:
         """Close the idle pooled SMTP connections."""

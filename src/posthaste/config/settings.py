@@ -151,6 +151,9 @@ class Settings:
     # Fetch MTA-STS policies from loopback/private addresses too (tests, private networks).
     mta_sts_allow_private: bool = False
     delivery_retry_schedule: tuple[float, ...] = parse_schedule("1m,5m,15m,30m,1h,2h,4h,8h,16h,24h")
+    # How long mail held by its IP pool's warm-up cap may wait before it bounces (seconds);
+    # never less than the whole retry schedule.
+    max_queue_age: float = 5 * 86_400.0
     secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
     # Keys still accepted after a rotation (POSTHASTE_SECRET_KEY_PREVIOUS): open, never seal.
     secret_key_previous: tuple[str, ...] = field(default=(), repr=False)
@@ -296,6 +299,7 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         delivery_retry_schedule=get(
             "delivery_retry_schedule", parse_schedule, base.delivery_retry_schedule
         ),
+        max_queue_age=get("max_queue_age", parse_positive_duration, base.max_queue_age),
         secret_key=_resolve_secret_key(sources, database_url, data_dir),
         secret_key_previous=_previous_secret_keys(sources, data_dir),
         retention_days=get("retention_days", parse_retention_days, base.retention_days),

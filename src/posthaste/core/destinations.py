@@ -31,15 +31,15 @@ BACKOFF_CAP_MS = 40_000
 # The rate never falls below one message per 10 s: there is always a probe.
 SLOWEST_INTERVAL_US = 10 * US
 # Additive increase: a tenth of the policy's rate per step, a step at most once a second and
-# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 80 % of the
-# rate that was too fast last time, then probing at most every ``PROBE_EVERY_MS``: a hundredth
-# of that rate, each step as large as the way already come beyond the 80 % (``raised``). Each
-# probe that finds the limit costs a suspension, so they are rare, and the rate stays just
-# under the limit most of the time.
+# after ``INCREASE_AFTER`` successes seen by one process since its last step; up to 90 % of the
+# rate remembered as too fast (``CEILING_MARGIN``), then approaching it slowly, a hundredth of
+# it every ``PROBE_EVERY_MS``; past it (a limit learnt too low, from a burst), each step as
+# large as the way already come beyond it (``raised``). Each probe that finds the limit costs a
+# suspension, so they are rare, and the rate stays just under the limit most of the time.
 INCREASE_FRACTION = 0.1
-CEILING_MARGIN = 0.8
+CEILING_MARGIN = 0.9
 PROBE_FRACTION = 0.01
-PROBE_EVERY_MS = 5_000
+PROBE_EVERY_MS = 3_000
 # The back-off count starts over when the last suspension ended this long ago.
 CALM_MS = 10_000
 INCREASE_EVERY_MS = 1_000
@@ -148,29 +148,55 @@ def halved(interval_us: int) -> int:
 
 
 def raised(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
-    """Additive increase: a tenth of the policy's rate more, up to 80 % of the rate that last
-    drew a "slow down" (``ceiling_us``, 0 for none); from there probing whether the receiver
-    takes more now: a hundredth of that rate more, or as much as the rate is already above
-    the 80 %, whichever is more (each probe that passes doubles the next, so a ceiling learnt
-    too low, from a burst, is left behind within half a minute); never above the policy."""
+    """Additive increase: a tenth of the policy's rate more, up to 90 % of the rate remembered
+    as too fast (``ceiling_us``, 0 for none); from there a hundredth of that rate more a step
+    up to it; past it, a hundredth or as much as the rate is already above it, whichever is
+    more (each probe that passes doubles the next, so a ceiling learnt too low, from a burst,
+    is left behind within half a minute); never above the policy."""
     rate = US / interval_us
     if ceiling_us <= 0:
         faster = rate + policy.rate * INCREASE_FRACTION
-    elif rate < CEILING_MARGIN * US / ceiling_us * 0.999:
-        near = CEILING_MARGIN * US / ceiling_us
-        faster = min(rate + policy.rate * INCREASE_FRACTION, near)
     else:
-        beyond = rate - CEILING_MARGIN * US / ceiling_us
-        faster = rate + max(PROBE_FRACTION * US / ceiling_us, beyond)
+        ceiling = US / ceiling_us
+        if rate < CEILING_MARGIN * ceiling * 0.999:
+            faster = min(rate + policy.rate * INCREASE_FRACTION, CEILING_MARGIN * ceiling)
+        elif rate < ceiling * 0.999:
+            faster = min(rate + PROBE_FRACTION * ceiling, ceiling)
+        else:
+            faster = rate + max(PROBE_FRACTION * ceiling, rate - ceiling)
     return max(policy.interval_us, int(US / faster))
 
 
 def step_every_ms(interval_us: int, ceiling_us: int = 0) -> int:
     """How long the rate stays put before the next step up: a second while it climbs back
-    towards 80 % of the rate that was too fast, ``PROBE_EVERY_MS`` once it probes beyond."""
+    towards 90 % of the rate remembered as too fast, ``PROBE_EVERY_MS`` from there."""
     if ceiling_us > 0 and US / interval_us >= CEILING_MARGIN * US / ceiling_us * 0.999:
         return PROBE_EVERY_MS
     return INCREASE_EVERY_MS
+
+
+def cruising_interval(interval_us: int, policy: Policy, ceiling_us: int = 0) -> int:
+    """The pace the destination is expected to take soon: its rate now, or 90 % of the rate
+    remembered as too fast when that is faster (a "slow down" halved the rate, which climbs
+    back there within seconds); never faster than the policy. Held mail's turns follow it."""
+    current = max(interval_us, policy.interval_us)
+    if ceiling_us <= 0:
+        return current
+    return max(policy.interval_us, min(current, int(ceiling_us / CEILING_MARGIN)))
+
+
+def remembered_ceiling(previous_us: int, too_fast_us: int) -> int:
+    """The pace to remember as too fast after a "slow down" at ``too_fast_us``: that pace,
+    unless it is slower than the one remembered (``previous_us``, 0 for none) but within its
+    margin, the approach beyond 90 % of it: then halfway between the two, so a burst that draws
+    a "slow down" a little under the receiver's limit does not pull the ceiling down by a
+    margin each time (a ratchet), while a receiver that takes much less now is learnt at once."""
+    if previous_us <= 0 or too_fast_us <= previous_us:
+        return too_fast_us
+    before, now = US / previous_us, US / too_fast_us
+    if now < CEILING_MARGIN * before * 0.999:
+        return too_fast_us
+    return int(US / ((before + now) / 2))
 
 
 def too_fast(interval_us: int, taken_us: int) -> int:

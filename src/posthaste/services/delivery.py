@@ -29,9 +29,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from posthaste.adapters.transports import (
+    Busy,
     DeliveryReport,
     Envelope,
     RecipientReply,
+    SessionLog,
     Transport,
     TransportRegistry,
 )
@@ -40,6 +42,7 @@ from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
 from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
 from posthaste.core.domains import tracking_host
+from posthaste.core.durations import format_duration
 from posthaste.core.events import EventType
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import OutgoingMessage, build_message
@@ -77,7 +80,11 @@ OFFLOAD_TRACK_BYTES = 16 * 1024
 # A job claimed this often without finishing (holds for a busy destination aside) is poison:
 # the email fails.
 MAX_JOB_CLAIMS = 25
+# Mail held by its IP pool's warm-up cap (our own limit) waits this long at most by default
+# (``POSTHASTE_MAX_QUEUE_AGE``), as Postfix's ``maximal_queue_lifetime``: then it bounces.
+MAX_QUEUE_AGE = 5 * 86_400.0
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
+HELD_PREFIX = "4.7.0 Held by Posthaste: "
 
 
 @dataclass(frozen=True)
@@ -110,15 +117,22 @@ class _Writes:
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)  # (email, address, outcome)
     done: list[Job] = field(default_factory=list)
     later: list[tuple[Job, int]] = field(default_factory=list)
-    # Held for a throttled destination: due again then, the claim not counted.
+    # Held for a throttled destination: due again then, the claim not counted; and why.
     postponed: list[tuple[Job, int]] = field(default_factory=list)
+    hold_reasons: list[str] = field(default_factory=list)
+    # What ``_finish`` gathers besides: attempt rows, the emails' provider ids and attempt
+    # counts put back (held), and the emails sent, for the delivery time.
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+    provider_ids: dict[str, str] = field(default_factory=dict)
+    uncounted: dict[str, int] = field(default_factory=dict)
+    accepted_at: list[int] = field(default_factory=list)
 
     async def flush(self, tx: Tx, now: int) -> None:
         await repo.set_recipient_outcomes(tx, self.outcomes)
         await repo.record_events(tx, self.events, now, self.progress)
         await jobs_repo.finish_many(tx, self.done)
         await jobs_repo.retry_many(tx, self.later)
-        await jobs_repo.postpone_many(tx, self.postponed)
+        await jobs_repo.postpone_many(tx, self.postponed, self.hold_reasons)
 
 
 class TlsRules(Protocol):
@@ -200,6 +214,7 @@ class DeliveryService:
         *,
         metrics: Metrics | None = None,
         pool_rules: PoolRules | None = None,
+        max_queue_age: float = MAX_QUEUE_AGE,
     ) -> None:
         self.db = db
         self.pool_rules: PoolRules = pool_rules or DefaultPool()
@@ -207,6 +222,9 @@ class DeliveryService:
         self.transports = transports
         self.retry_schedule = tuple(retry_schedule)
         self._patience_ms = int(sum(self.retry_schedule) * 1000)
+        # Never shorter than the retry schedule: a pool's cap is never less patient than a
+        # receiver's "slow down".
+        self._max_queue_ms = max(int(max_queue_age * 1000), self._patience_ms)
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
         self.tls_rules: TlsRules = tls_rules or NoTlsRules()
@@ -268,27 +286,36 @@ class DeliveryService:
 
     async def _hold_busy(self, jobs: list[Job]) -> list[Job]:
         """Put back, neither started nor sent, the jobs whose every destination is known to be
-        busy now (suspended, or its slots taken further ahead than the throttle waits): a read
-        and an update per batch, no attempt, no status change, one more hold on the job."""
+        busy now (suspended, or its slots taken further ahead than the throttle waits), each at
+        its turn for its destination: a read, a statement per busy destination and an update
+        per batch, no attempt, no status change, one more hold on the job."""
         if not jobs or not self.transports.holding():
             return jobs
         async with self.db.read() as tx:
             emails = await repo.get_emails_any_team(tx, [j.ref for j in jobs])
         now = now_ms()
-        held: list[tuple[Job, int]] = []
+        waiting: dict[tuple[str, str], list[tuple[Job, Busy]]] = {}
         for job in jobs:
             email = emails.get(job.ref)
-            until = None if email is None else self._busy_until(email, now)
-            if until is not None:
-                held.append((job, until))
-        if not held:
+            busy = None if email is None else self._busy(email, now)
+            if email is not None and busy is not None:
+                waiting.setdefault((email.region, busy.destination), []).append((job, busy))
+        if not waiting:
             return jobs
+        held: list[tuple[Job, int]] = []
+        reasons: list[str] = []
+        for (region, _), items in waiting.items():
+            turns = await self.transports.hold(region, items[0][1], len(items))
+            for (job, busy), turn in zip(items, turns, strict=True):
+                held.append((job, turn))
+                reasons.append(busy.reason)
+                _log_hold(job.ref, turn, busy.reason)
         async with self.db.transaction() as tx:
-            await jobs_repo.postpone_many(tx, held)
+            await jobs_repo.postpone_many(tx, held, reasons)
         postponed = {job.id for job, _ in held}
         return [job for job in jobs if job.id not in postponed]
 
-    def _busy_until(self, email: Email, now: int) -> int | None:
+    def _busy(self, email: Email, now: int) -> Busy | None:
         if email.status not in STARTABLE or now - email.created_at >= self._patience_ms:
             return None  # past its patience a hold counts as an attempt: the usual way
         if email.status is EmailStatus.SCHEDULED and (email.scheduled_at or 0) > now:
@@ -297,7 +324,7 @@ class DeliveryService:
         if not recipients:
             return None
         test = email.mode is KeyMode.TEST
-        return self.transports.held_until(email.region, test, recipients, email.message_id)
+        return self.transports.busy(email.region, test, recipients)
 
     # --- step 1 -------------------------------------------------------------------------
 
@@ -482,9 +509,11 @@ class DeliveryService:
         now = now_ms()
         writes = _Writes()
         ids = [s.attempt.email.id for s in sent] + [a.email.id for a, _ in failures]
-        accepted_at: list[int] = []  # the emails sent by this batch, for the delivery time
         async with self.db.transaction() as tx:
             emails = await repo.get_emails_any_team(tx, ids, for_update=True)
+            held_before = await jobs_repo.hold_reasons(
+                tx, [s.attempt.job for s in sent if s.attempt.job.holds]
+            )
             for attempt, reason in failures:
                 _fail_unsendable(writes, attempt, emails.get(attempt.email.id), reason)
             live: list[Sent] = []
@@ -496,56 +525,99 @@ class DeliveryService:
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
             raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
             blob_ids = await repo.store_raws(tx, raws, now)
-            rows: list[DeliveryAttempt] = []
-            provider_ids: dict[str, str] = {}
-            uncounted: dict[str, int] = {}
             for item in live:
                 email = emails[item.attempt.email.id]
-                replies = item.report.replies
-                # Mail held for its destination waits without counting attempts while it is
-                # younger than the whole retry schedule: a receiver that says "slow down" for
-                # ever does not keep it for ever.
-                patient = now - email.created_at < self._patience_ms
-                verdicts = self._verdicts(item.attempt, replies, patient)
-                report = _spoken(item.report) if patient else item.report
-                rows.extend(attempt_rows(email, item.attempt.number, report, verdicts))
-                await _suppress(tx, email, replies, verdicts, now)
-                spoken = [r for r in replies if not (patient and r.held_unsent)]
-                plan = plan_outcomes(email, spoken, verdicts, known[email.id])
-                if any(e.event_type is EventType.EMAIL_SENT for e in plan.events):
-                    accepted_at.append(email.created_at)
-                writes.events.extend(plan.events)
-                writes.outcomes.extend(plan.outcomes)
-                if plan.provider_message_id is not None:
-                    provider_ids[email.id] = plan.provider_message_id
-                held = _held_until(replies, verdicts) if patient else None
-                if held is not None:
-                    writes.postponed.append((item.attempt.job, held))
-                    uncounted[email.id] = item.attempt.number - 1
-                else:
-                    self._schedule(writes, item.attempt, plan.deferred, now)
-            await attempts_repo.insert_attempts(tx, rows)
-            writes.progress = _progress(blob_ids, provider_ids, uncounted)
+                why = held_before.get(item.attempt.job.id)
+                await self._record(tx, writes, item, email, known[email.id], why, now)
+            await attempts_repo.insert_attempts(tx, writes.attempts)
+            writes.progress = _progress(blob_ids, writes.provider_ids, writes.uncounted)
             await writes.flush(tx, now)
-        for created_at in accepted_at:
+        for created_at in writes.accepted_at:
             self.metrics.email_sent(created_at, now)
 
+    async def _record(
+        self,
+        tx: Tx,
+        writes: _Writes,
+        item: Sent,
+        email: Email,
+        known: dict[str, str],
+        held_before: str | None,
+        now: int,
+    ) -> None:
+        """One email's sessions: its attempt rows, outcomes and events, and its job finished,
+        retried or held (its turn, no attempt counted)."""
+        age = now - email.created_at
+        replies = [self._expired(r, age) for r in item.report.replies]
+        patient = {r.recipient for r in replies if self._patient(r, age)}
+        verdicts = self._verdicts(item.attempt, replies, patient)
+        report = _spoken(DeliveryReport(replies, item.report.sessions), patient)
+        job = item.attempt.job
+        if job.holds:
+            report = _noted(report, _hold_note(job, held_before, email, now))
+        writes.attempts.extend(attempt_rows(email, item.attempt.number, report, verdicts))
+        await _suppress(tx, email, replies, verdicts, now)
+        spoken = [r for r in replies if not (r.recipient in patient and r.held_unsent)]
+        plan = plan_outcomes(email, spoken, verdicts, known)
+        if any(e.event_type is EventType.EMAIL_SENT for e in plan.events):
+            writes.accepted_at.append(email.created_at)
+        writes.events.extend(plan.events)
+        writes.outcomes.extend(plan.outcomes)
+        if plan.provider_message_id is not None:
+            writes.provider_ids[email.id] = plan.provider_message_id
+        held = _held_until(replies, verdicts, patient)
+        if held is None:
+            self._schedule(writes, item.attempt, plan.deferred, now)
+            return
+        reason = _hold_reason(replies, verdicts)
+        writes.postponed.append((job, held))
+        writes.hold_reasons.append(reason)
+        writes.uncounted[email.id] = item.attempt.number - 1
+        _log_hold(email.id, held, reason)
+
+    def _patient(self, reply: RecipientReply, age: int) -> bool:
+        """Whether a reply holding its mail (a busy destination, a "slow down", a pool's cap)
+        lets it wait without counting an attempt: while the email is younger than the whole
+        retry schedule (a receiver that says "slow down" for ever does not keep it for ever),
+        or, held by our own warm-up cap, than the maximum queue age."""
+        if reply.hold_until is None or reply.code >= 500:
+            return False
+        return age < (self._max_queue_ms if reply.warmup_cap else self._patience_ms)
+
+    def _expired(self, reply: RecipientReply, age: int) -> RecipientReply:
+        """A reply held by a pool's cap past the maximum queue age: final, saying why."""
+        if not reply.warmup_cap or reply.hold_until is None or age < self._max_queue_ms:
+            return reply
+        why = reply.text.removeprefix(HELD_PREFIX)
+        longest = format_duration(self._max_queue_ms / 1000)
+        text = (
+            f"{HELD_PREFIX}queued longer than the maximum queue age ({longest}, "
+            f"POSTHASTE_MAX_QUEUE_AGE) behind its IP pool's warm-up cap; {why}"
+        )
+        return replace(reply, text=text, hold_until=None)
+
     def _verdicts(
-        self, attempt: Attempt, replies: list[RecipientReply], patient: bool = False
+        self, attempt: Attempt, replies: list[RecipientReply], patient: set[str]
     ) -> dict[str, Verdict]:
+        """Each recipient's outcome; those in ``patient`` are held without using an attempt."""
         last_attempt = attempt.number > len(self.retry_schedule)
         return {
-            r.recipient: Verdict(Outcome.DEFERRED)
-            if patient and r.hold_until is not None and r.code < 500
-            else classify_smtp_reply(
-                r.code,
-                r.text,
-                final_hop=r.final,
-                last_attempt=last_attempt,
-                simulated=simulator_kind(r.recipient) is not None,
-            )
-            for r in replies
+            r.recipient: self._verdict(r, r.recipient in patient, last_attempt) for r in replies
         }
+
+    @staticmethod
+    def _verdict(reply: RecipientReply, patient: bool, last_attempt: bool) -> Verdict:
+        if patient:
+            return Verdict(Outcome.DEFERRED)
+        if reply.warmup_cap:  # held by our cap past the maximum queue age: bounced at once
+            return Verdict(Outcome.BOUNCED, False, "Transient", "General")
+        return classify_smtp_reply(
+            reply.code,
+            reply.text,
+            final_hop=reply.final,
+            last_attempt=last_attempt,
+            simulated=simulator_kind(reply.recipient) is not None,
+        )
 
     def _schedule(self, writes: _Writes, attempt: Attempt, deferred: bool, now: int) -> None:
         if deferred:
@@ -644,20 +716,78 @@ def _progress(
     }
 
 
-def _spoken(report: DeliveryReport) -> DeliveryReport:
-    """The report without the sessions that held their mail unsent: a hold is no attempt."""
-    held = {r.recipient for r in report.replies if r.held_unsent}
+def _spoken(report: DeliveryReport, patient: set[str]) -> DeliveryReport:
+    """The report without the sessions that held their mail unsent while it may wait: a hold
+    is no attempt."""
+    held = {r.recipient for r in report.replies if r.held_unsent and r.recipient in patient}
     sessions = [s for s in report.sessions if not held.issuperset(s.recipients)]
     return DeliveryReport(report.replies, sessions)
 
 
-def _held_until(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> int | None:
-    """When every recipient still deferred waits for a throttled destination, the earliest
-    time one may go; None when another deferral takes the retry schedule."""
+def _held_until(
+    replies: list[RecipientReply], verdicts: dict[str, Verdict], patient: set[str]
+) -> int | None:
+    """When every recipient still deferred waits (patiently) for a throttled destination or a
+    pool's cap, the earliest time one may go; None when another deferral takes the retry
+    schedule."""
     deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
-    if not deferred or any(r.hold_until is None for r in deferred):
+    if not deferred or any(r.recipient not in patient for r in deferred):
         return None
     return min(r.hold_until for r in deferred if r.hold_until is not None)
+
+
+def _hold_reason(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> str:
+    """Why the mail is held: ours (a busy destination, a pool's cap), or the receiver's
+    "slow down" that made its destination busy."""
+    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
+    reply = min(deferred, key=lambda r: r.hold_until or 0)
+    if reply.held_unsent:
+        return reply.text.removeprefix(HELD_PREFIX)
+    return f"the receiver answered {reply.code} {reply.text}"
+
+
+def _hold_note(job: Job, reason: str | None, email: Email, now: int) -> str:
+    """The first line of an attempt's transcript after holds: how many, since when, why."""
+    times = "once" if job.holds == 1 else f"{job.holds} times"
+    queued = ms_to_datetime(email.created_at).strftime("%H:%M:%S.%f")[:-3] + "Z"
+    waited = _for_people(now - email.created_at)
+    last = f"; the last time: {reason}" if reason else ""
+    return (
+        f"held {times} without using up an attempt since it was queued at {queued} "
+        f"({waited} ago){last}"
+    )
+
+
+def _for_people(ms: int) -> str:
+    """A wait as people read it: ``41.3 s``, ``12 min 5 s``, ``3 h 20 min``, ``2 d 4 h``."""
+    seconds = max(ms, 0) / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    if whole < 86_400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86_400} d {whole % 86_400 // 3600} h"
+
+
+def _noted(report: DeliveryReport, note: str) -> DeliveryReport:
+    """``report`` with ``note`` first in each session's transcript."""
+    line = {"elapsed_ms": 0, "note": note}
+    sessions = [
+        SessionLog(
+            s.transport, s.host, s.recipients, s.started_at, s.duration_ms, [line, *s.transcript]
+        )
+        for s in report.sessions
+    ]
+    return DeliveryReport(report.replies, sessions)
+
+
+def _log_hold(email_id: str, until: int, reason: str) -> None:
+    """One line per hold, at debug: a busy destination holds thousands a minute."""
+    if log.isEnabledFor(logging.DEBUG):
+        at = ms_to_datetime(until).strftime("%H:%M:%S.%f")[:-3] + "Z"
+        log.debug("email %s held until %s: %s", email_id, at, reason)
 
 
 def _still_sending(email: Email | None) -> bool:

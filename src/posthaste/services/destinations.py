@@ -5,13 +5,17 @@ the destination's pace: from a block of slots this process claimed in one statem
 (``storage/destinations.claim_slots``), so a busy destination costs one statement per block
 and not per message; it waits for a slot less than ``horizon`` away, and holds the mail (not
 sent, the job rescheduled, no attempt counted) when the destination is suspended or its slots
-are promised further ahead than that; once it knows that, ``held_until`` answers without a
-statement, so the delivery service holds such mail before starting it. After the session it
-reads the replies: a "slow down" (``core/destinations.is_slow_down``, or a burst of failed
-connections) halves the pace the fleet actually took (each claim reports the sessions let
-through since the last) and suspends the destination with a jittered back-off that grows with
-repeats; steady success raises the rate a step at a time back to the policy's while the fleet
-uses it. Every decision goes in the transcript.
+are promised further ahead than that; once it knows that, ``busy`` answers without a
+statement, so the delivery service holds such mail before starting it. Held mail is given a
+turn (``hold``): the destination's row keeps the latest turn given, and each held mail comes
+back a step after the one before it, the steps a little shorter than the destination's pace,
+so the fleet's held mail returns about as fast as the destination takes it, each mail held
+about once. After the session it reads the replies: a "slow down"
+(``core/destinations.is_slow_down``, or a burst of failed connections) halves the pace the
+fleet actually took (each claim reports the sessions let through since the last) and suspends
+the destination with a jittered back-off that grows with repeats; steady success raises the
+rate a step at a time back to the policy's while the fleet uses it, slowly near the pace
+remembered as too fast. Every decision goes in the transcript.
 
 ``DestinationQueries`` shows the destinations (``GET /destinations``, ``posthaste
 destinations``): machine-wide figures, no team's data.
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 
 from posthaste.adapters.envelope import RecipientReply
 from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
-from posthaste.adapters.smtp_transports import Admission
+from posthaste.adapters.smtp_transports import Admission, Busy
 from posthaste.core import destinations as rules
 from posthaste.core.destinations import DestinationView, Policies, Policy, RecentReply
 from posthaste.core.ids import ms_to_datetime
@@ -39,10 +43,11 @@ HORIZON_MS = 500  # wait for a slot at most this long; beyond, hold the mail
 DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
 PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
 STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
-HOLD_JITTER_MS = 250  # held mail comes back at its turn, give or take this
-# Held mail is spread over this much at most: coming back early costs a cheap hold again
-# (``held_until``), coming back late leaves the destination's slots unused.
-HOLD_SPREAD_MS = 3_000
+# Held mail's turns are this fraction of the destination's interval apart (at the pace it is
+# expected to take soon): it comes back a quarter faster than that, so a step up of the rate
+# finds mail to use it, and the few that come back too early cost a cheap hold again; turns
+# at the rate itself would cap the rate at what it was when the mail was held.
+TURN_FRACTION = 0.8
 
 
 def _now_us() -> int:
@@ -62,9 +67,6 @@ class _Local:
     ceiling_us: int = 0
     taken_us: int = 0  # the pace the fleet took over the last window, as of the last claim
     unreported: int = 0  # sessions let through since the last claim (``claim_slots(sent=)``)
-    # The mail this process holds (message id → until when): a newly held one comes back
-    # after those, spaced at the destination's pace.
-    held: dict[str, int] = field(default_factory=dict)
     pressed_at: int = 0  # the last claim whose slots lay ahead: the rate was what held mail
     suspended_until: int = 0
     busy_until_us: int = 0  # slots promised beyond the horizon until then
@@ -82,14 +84,6 @@ class _Local:
             return None
         self.used.append(now_us)
         return self.slots.popleft()
-
-    def queued(self, at: int) -> int:
-        """How many held mails are due back after ``at`` (forgetting those long gone)."""
-        if len(self.held) > 64:
-            gone = [key for key, until in self.held.items() if until < at - 5_000]
-            for key in gone:
-                del self.held[key]
-        return sum(1 for until in self.held.values() if until >= at)
 
     def demand(self, now_us: int) -> int:
         while self.used and now_us - self.used[0] > DEMAND_WINDOW_US:
@@ -113,7 +107,7 @@ class DestinationThrottle:
         # Statements on the destinations' rows, and sessions let through: what a slot costs.
         self.claims = 0
         self.admitted = 0
-        self.holds = 0  # mail held back: before its start (``held_until``) or at ``admit``
+        self.holds = 0  # mail held back: before its start (``busy``, ``hold``) or at ``admit``
 
     def _policy(self, destination: str) -> Policy:
         found = self._policies.get(destination)
@@ -127,17 +121,31 @@ class DestinationThrottle:
         now_us = _now_us()
         return any(self._known_busy(local, now_us) for local in self._local.values())
 
-    def held_until(self, destination: str, message_id: str) -> int | None:
-        """Before the mail is started: when it should come back, if this process already knows
-        the destination is suspended or its slots are taken beyond the horizon; else None."""
+    def busy(self, destination: str) -> Busy | None:
+        """Before the mail is started: whether this process already knows the destination is
+        suspended or its slots are taken beyond the horizon (when it frees, and why)."""
         local = self._local.get(destination)
         if local is None:
             return None
-        held = self._known_hold(local, _now_us())
-        if held is None:
+        held = self._known_hold(destination, local, _now_us())
+        if held is None or held.hold_until is None:
             return None
-        local.held[message_id] = held.hold_until or 0
-        return held.hold_until
+        return Busy(destination, held.hold_until, held.reason)
+
+    async def hold(self, destination: str, earliest: int, count: int) -> list[int]:
+        """Turns (epoch ms) for ``count`` held mails, none before ``earliest``: after the turns
+        the fleet gave before, a little less apart than the destination's pace soon (its rate
+        now, or where it climbs back to after a "slow down")."""
+        self.holds += count
+        policy = self._policy(destination)
+        local = self._local.setdefault(destination, _Local())
+        pace = rules.cruising_interval(local.interval_us, policy, local.ceiling_us)
+        step = max(1, int(pace * TURN_FRACTION))
+        async with self.db.transaction() as tx:
+            first = await repo.queue_holds(tx, destination, count, step, earliest * 1000)
+        if first is None:  # never expected: a destination is busy only once its row exists
+            return [earliest] * count
+        return [(first + i * step) // 1000 for i in range(count)]
 
     async def admit(
         self,
@@ -150,13 +158,11 @@ class DestinationThrottle:
         local = self._local.setdefault(destination, _Local())
         local.waiting += 1
         try:
-            slot = await self._slot(destination, list(mx_hosts), policy, local, message_id)
+            slot = await self._slot(destination, list(mx_hosts), policy, local)
         finally:
             local.waiting -= 1
         if isinstance(slot, Admission):
-            transcript.note(f"throttle: {destination}: {slot.reason}; the mail is held")
-            return slot
-        local.held.pop(message_id, None)
+            return await self._held(destination, slot, transcript)
         self.admitted += 1
         local.unreported += 1
         rate = rules.format_rate(rules.US / max(local.interval_us, policy.interval_us))
@@ -164,29 +170,31 @@ class DestinationThrottle:
         if wait_us > 0:
             transcript.note(f"throttle: {destination} at {rate}: waiting {wait_us // 1000} ms")
             await asyncio.sleep(wait_us / rules.US)
-            held = self._known_hold(local, _now_us())  # suspended while this one waited
+            held = self._known_hold(destination, local, _now_us())  # suspended meanwhile
             if held is not None:
-                transcript.note(f"throttle: {destination}: {held.reason}; the mail is held")
-                return held
+                return await self._held(destination, held, transcript)
         else:
             transcript.note(f"throttle: {destination} at {rate}")
         return Admission(policy.max_connections, policy.messages_per_connection)
 
+    async def _held(self, destination: str, held: Admission, transcript: Transcript) -> Admission:
+        """``held`` (its earliest time) with the mail's turn."""
+        (turn,) = await self.hold(destination, held.hold_until or 0, 1)
+        transcript.note(f"throttle: {held.reason}; the mail is held until {_clock(turn)}")
+        return Admission(0, 0, hold_until=turn, reason=held.reason)
+
     async def _slot(
-        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local, message_id: str
+        self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
     ) -> int | Admission:
-        """A slot time (epoch µs), or the hold when there is none soon."""
+        """A slot time (epoch µs), or the hold (from when) when there is none soon."""
         async with local.lock:
-            found = await self._slot_or_hold(name, mx_hosts, policy, local)
-        if isinstance(found, Admission) and message_id:
-            local.held[message_id] = found.hold_until or 0
-        return found
+            return await self._slot_or_hold(name, mx_hosts, policy, local)
 
     async def _slot_or_hold(
         self, name: str, mx_hosts: list[str], policy: Policy, local: _Local
     ) -> int | Admission:
         now_us = _now_us()
-        held = self._known_hold(local, now_us)
+        held = self._known_hold(name, local, now_us)
         if held is not None:
             return held
         slot = local.take(now_us)
@@ -211,7 +219,7 @@ class DestinationThrottle:
             )
             pace = None if block is not None else await repo.get(tx, name)
         if block is None:
-            return self._hold_for(local, pace, now_us)
+            return self._hold_for(name, local, pace, now_us)
         local.unreported = 0
         local.interval_us, local.strikes = block.interval_us, block.strikes
         local.ceiling_us, local.busy_until_us = block.ceiling_us, 0
@@ -229,19 +237,19 @@ class DestinationThrottle:
             or local.busy_until_us > now_us + HORIZON_MS * 1000
         )
 
-    def _known_hold(self, local: _Local, now_us: int) -> Admission | None:
+    def _known_hold(self, name: str, local: _Local, now_us: int) -> Admission | None:
         now = now_us // 1000
         if local.suspended_until > now:
             until = local.suspended_until
-            return self._hold(local, until, f"suspended until {_clock(until)}")
+            return self._hold(name, local, until, f"suspended until {_clock(until)}")
         if local.busy_until_us > now_us + HORIZON_MS * 1000:
             at = local.busy_until_us // 1000 - HORIZON_MS
-            return self._hold(local, at, f"its slots are taken until {_clock(at)}")
+            return self._hold(name, local, at, f"its slots are taken until {_clock(at)}")
         return None
 
-    def _hold_for(self, local: _Local, pace: repo.Pace | None, now_us: int) -> Admission:
+    def _hold_for(self, name: str, local: _Local, pace: repo.Pace | None, now_us: int) -> Admission:
         if pace is None:  # never expected: the row was just ensured
-            return self._hold(local, now_us // 1000, "no throttle row")
+            return self._hold(name, local, now_us // 1000, "no throttle row")
         local.interval_us, local.strikes, local.changed_at = (
             pace.interval_us,
             pace.strikes,
@@ -251,22 +259,16 @@ class DestinationThrottle:
         local.slots.clear()
         if pace.suspended_until > now_us // 1000:
             until = local.suspended_until = pace.suspended_until
-            return self._hold(local, until, f"suspended until {_clock(until)}")
+            return self._hold(name, local, until, f"suspended until {_clock(until)}")
         local.busy_until_us = pace.next_slot_us
         at = pace.next_slot_us // 1000 - HORIZON_MS
-        return self._hold(
-            local, at, f"its slots are taken until {_clock(pace.next_slot_us // 1000)}"
-        )
+        taken = _clock(pace.next_slot_us // 1000)
+        return self._hold(name, local, at, f"its slots are taken until {taken}")
 
-    def _hold(self, local: _Local, at: int, reason: str) -> Admission:
-        """Hold until ``at`` or later: the mail this process holds comes back spread at the
-        destination's pace, not all at once, so each is held about once."""
-        self.holds += 1
-        at_us = at * 1000
-        spread_us = min(local.queued(at) * max(local.interval_us, 1), HOLD_SPREAD_MS * 1000)
-        start_us = at_us + spread_us
-        until = start_us // 1000 + int(self.rng.uniform(0, HOLD_JITTER_MS))
-        return Admission(0, 0, hold_until=until, reason=reason)
+    def _hold(self, name: str, local: _Local, at: int, reason: str) -> Admission:
+        """Hold from ``at`` on (the mail's turn comes from ``hold``), saying why."""
+        rate = rules.format_rate(rules.US / max(local.interval_us, self._policy(name).interval_us))
+        return Admission(0, 0, hold_until=at, reason=f"destination {name} at {rate}, {reason}")
 
     # --- after a session ----------------------------------------------------------------
 
@@ -345,21 +347,24 @@ class DestinationThrottle:
                 if too_fast > max(pace.interval_us, policy.interval_us):
                     nominal = rules.US / max(pace.interval_us, policy.interval_us)
                     before = f"{before} (taken of {rules.format_rate(nominal)} set)"
+                ceiling = rules.remembered_ceiling(pace.ceiling_us, too_fast)
                 decision = (
                     f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
-                    f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes})"
+                    f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes}); "
+                    f"{rules.format_rate(rules.US / ceiling)} remembered as too fast"
                 )
-                suspension = repo.Suspension(slower, until, strikes, too_fast)
+                suspension = repo.Suspension(slower, until, strikes, ceiling)
                 await repo.suspend(tx, name, suspension, now, reply, decision)
                 local.interval_us, local.strikes, local.changed_at = slower, strikes, now
-                local.ceiling_us = too_fast
+                local.ceiling_us = ceiling
         local.suspended_until, local.successes = until, 0
         local.slots.clear()
+        (turn,) = await self.hold(name, until, 1)
         transcript.note(
             f"throttle: {name} answered {reply!r}: {decision}; the deferred mail waits "
-            "without using up an attempt"
+            f"until {_clock(turn)} without using up an attempt"
         )
-        return self._hold(local, until, "").hold_until or until
+        return turn
 
     async def _maybe_speed_up(
         self, name: str, policy: Policy, local: _Local, now: int, transcript: Transcript

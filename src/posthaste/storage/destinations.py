@@ -5,7 +5,8 @@ next free slot forward by a block of slots and hands back where the block starts
 destination is not suspended and its queue of promised slots does not reach beyond the horizon.
 The same text on PostgreSQL and SQLite (``CASE`` for the larger of two values, integers only),
 and one row lock held for the statement alone. The rarer changes (a suspension, a step up of the
-rate, a new destination) are a statement or two each.
+rate, a new destination) are a statement or two each. Held mail takes its turns from
+``queue_holds``: one statement per destination and batch of held mail.
 """
 
 from __future__ import annotations
@@ -158,6 +159,31 @@ async def claim_slots(
         row.ceiling_us,
         row.used_interval_us,
     )
+
+
+_QUEUE = (
+    update(destinations)
+    .where(_c.name == bindparam("dest"))
+    .values(
+        held_until_us=case(
+            (_c.held_until_us > _int("earliest_us"), _c.held_until_us),
+            else_=_int("earliest_us"),
+        )
+        + _int("count") * _int("step_us")
+    )
+    .returning(_c.held_until_us)
+)
+
+
+async def queue_holds(tx: Tx, name: str, count: int, step_us: int, earliest_us: int) -> int | None:
+    """Turns for ``count`` held mails, ``step_us`` apart, after those given before and not
+    before ``earliest_us``: the first turn (epoch µs), the others a step after each other;
+    None when the destination has no row."""
+    params = {"dest": name, "count": count, "step_us": step_us, "earliest_us": earliest_us}
+    row = (await tx.conn.execute(_QUEUE, params)).first()
+    if row is None:
+        return None
+    return int(row.held_until_us) - (count - 1) * step_us
 
 
 async def ensure(tx: Tx, name: str, mx_hosts: Sequence[str], interval_us: int, now: int) -> None:

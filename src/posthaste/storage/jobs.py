@@ -270,20 +270,42 @@ async def retry_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
     tx.notify(CHANNEL)
 
 
-async def postpone_many(tx: Tx, held: Sequence[tuple[Job, int]]) -> None:
-    """Release jobs we hold unsent, due again at their time, each with one more hold: mail held
-    for a busy destination may wait many times without looking like a job that keeps crashing
-    (``Job.tries``). Fenced by ``attempts`` like ``retry_many``; ``attempts`` is kept."""
+async def postpone_many(
+    tx: Tx, held: Sequence[tuple[Job, int]], reasons: Sequence[str] | None = None
+) -> None:
+    """Release jobs we hold unsent, due again at their time, each with one more hold and why
+    (``reasons``, one per job): mail held for a busy destination may wait many times without
+    looking like a job that keeps crashing (``Job.tries``). Fenced by ``attempts`` like
+    ``retry_many``; ``attempts`` is kept."""
     if not held:
         return
     query = (
         update(jobs)
         .where(jobs.c.id == bindparam("b_id"), jobs.c.attempts == bindparam("b_attempts"))
-        .values(available_at=bindparam("b_at"), locked_by=None, holds=jobs.c.holds + 1)
+        .values(
+            available_at=bindparam("b_at"),
+            locked_by=None,
+            holds=jobs.c.holds + 1,
+            hold_reason=bindparam("b_reason"),
+        )
     )
-    rows = [{"b_id": j.id, "b_attempts": j.attempts, "b_at": at} for j, at in held]
+    why = list(reasons) if reasons is not None else [None] * len(held)
+    rows = [
+        {"b_id": j.id, "b_attempts": j.attempts, "b_at": at, "b_reason": reason}
+        for (j, at), reason in zip(held, why, strict=True)
+    ]
     await tx.conn.execute(query, rows)
     tx.notify(CHANNEL)
+
+
+async def hold_reasons(tx: Tx, held: Sequence[Job]) -> dict[int, str]:
+    """Why each of these jobs was last held (those ever held and with a reason kept)."""
+    if not held:
+        return {}
+    query = select(jobs.c.id, jobs.c.hold_reason).where(
+        jobs.c.id.in_([j.id for j in held]), jobs.c.hold_reason.is_not(None)
+    )
+    return {row.id: row.hold_reason for row in (await tx.conn.execute(query)).all()}
 
 
 async def extend_many(tx: Tx, held: Sequence[Job], worker: str, until: int) -> int:

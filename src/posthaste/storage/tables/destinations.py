@@ -41,6 +41,9 @@ destinations = Table(
     Column("window_us", BigInteger, nullable=False, server_default="0"),
     Column("window_slots", BigInteger, nullable=False, server_default="0"),
     Column("used_interval_us", BigInteger, nullable=False, server_default="0"),
+    # The latest turn (epoch µs) given to held mail (migration 0022): the next held mail comes
+    # back a step after it, so held mail returns spread at the destination's pace.
+    Column("held_until_us", BigInteger, nullable=False, server_default="0"),
 )
 
 # Machine-wide, not team-owned: each source address of an IP pool (core/pools.py) with the

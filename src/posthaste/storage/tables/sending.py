@@ -196,6 +196,8 @@ jobs = Table(
     # Times the job went back unsent because its destination was busy (migration 0020); the
     # claims that counted are ``attempts - holds``.
     Column("holds", Integer, nullable=False, server_default="0"),
+    # Why it was last put back unsent (migration 0022): its next attempt's transcript says so.
+    Column("hold_reason", Text, nullable=True),
     Column("locked_by", String(64), nullable=True),
     Column("created_at", MS, nullable=False),
     # In claim order: a claim reads the first due entries and stops (migration 0011).
