@@ -128,7 +128,9 @@ async def measure(
         stop = asyncio.Event()
         async with watched(run) as usage:
             start = time.perf_counter() + args.warmup
-            paced = asyncio.create_task(load.open_loop(target, args.rate, (start, math.inf), stop))
+            paced = asyncio.create_task(
+                load.open_loop(target, args.rate, (start, math.inf), stop=stop)
+            )
             await asyncio.sleep(args.warmup + args.before)
             began = time.perf_counter()
             created = await _api(
