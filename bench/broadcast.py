@@ -8,7 +8,7 @@ One process builds the real services (``build_services``) on a fresh PostgreSQL 
    recipients accepted into the queue per second (every member's email rendered, checked
    through the send path and stored with its delivery job, the cursor kept per chunk), and the
    process's resident memory before and at its peak (sampled every 100 ms from
-   ``/proc/self/status``);
+   ``/proc/self/status``); ``--in-flight`` sets how many chunks the job stores at once;
 2. **baseline**, in the same run and database: the same number of emails through
    ``SendingService.accept_batch`` in batches of 100, 8 batches in flight (what
    ``POST /emails/batch`` does after parsing, without HTTP).
@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ import uvloop
 from sqlalchemy import insert
 from tests.senders import AnySender
 
+from bench.serve import _database_cpu
 from bench.server import SECRET_KEY, Backend, prepared
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
@@ -51,6 +54,18 @@ HTML = (
     * 4
     + "<p><a href='{{unsubscribe_url}}'>Unsubscribe</a></p>"
 )
+
+
+@contextlib.asynccontextmanager
+async def cpu_seconds(url: str) -> AsyncIterator[dict[str, float]]:
+    """CPU seconds over the block: this process's, and its database's own backends'."""
+    spent: dict[str, float] = {}
+    ours = time.process_time()
+    database = await _database_cpu(url)
+    yield spent
+    after = await _database_cpu(url)
+    spent["process_cpu_s"] = round(time.process_time() - ours, 2)
+    spent["database_cpu_s"] = round(sum(t - database.get(pid, 0.0) for pid, t in after.items()), 2)
 
 
 def rss_kib() -> int:
@@ -102,7 +117,9 @@ async def seed(services: Services, principal: Principal, members: int) -> str:
     return segment.id
 
 
-async def broadcast(services: Services, principal: Principal, segment_id: str) -> dict[str, Any]:
+async def broadcast(
+    services: Services, principal: Principal, segment_id: str, url: str
+) -> dict[str, Any]:
     content = BroadcastContent(
         segment_id=segment_id, from_="News <news@acme.test>",
         subject="Hello {{contact.first_name}}", html=HTML,
@@ -113,16 +130,17 @@ async def broadcast(services: Services, principal: Principal, segment_id: str) -
         lease_seconds=60,
     )
     before = peak = rss_kib()
-    started = time.perf_counter()
-    created = await services.broadcasts.create(principal, content, SendOrder(None))
-    running = asyncio.create_task(worker.run())
-    while True:
-        await asyncio.sleep(0.1)
-        peak = max(peak, rss_kib())
-        current = await services.broadcasts.get(principal, created.id)
-        if current.status is not BroadcastStatus.SENDING:
-            break
-    elapsed = time.perf_counter() - started
+    async with cpu_seconds(url) as spent:
+        started = time.perf_counter()
+        created = await services.broadcasts.create(principal, content, SendOrder(None))
+        running = asyncio.create_task(worker.run())
+        while True:
+            await asyncio.sleep(0.1)
+            peak = max(peak, rss_kib())
+            current = await services.broadcasts.get(principal, created.id)
+            if current.status is not BroadcastStatus.SENDING:
+                break
+        elapsed = time.perf_counter() - started
     worker.stop()
     await running
     counts = current.counts
@@ -135,10 +153,13 @@ async def broadcast(services: Services, principal: Principal, segment_id: str) -
         "rss_before_mib": round(before / 1024, 1),
         "rss_peak_mib": round(peak / 1024, 1),
         "rss_growth_mib": round((peak - before) / 1024, 1),
+        **spent,
     }
 
 
-async def baseline(services: Services, principal: Principal, count: int) -> dict[str, Any]:
+async def baseline(
+    services: Services, principal: Principal, count: int, url: str
+) -> dict[str, Any]:
     bodies = [
         {
             "from": "News <news@acme.test>",
@@ -157,11 +178,17 @@ async def baseline(services: Services, principal: Principal, count: int) -> dict
 
     acceptors = 8
     batches = count // BATCH // acceptors
-    started = time.perf_counter()
-    await asyncio.gather(*(acceptor(batches) for _ in range(acceptors)))
-    elapsed = time.perf_counter() - started
+    async with cpu_seconds(url) as spent:
+        started = time.perf_counter()
+        await asyncio.gather(*(acceptor(batches) for _ in range(acceptors)))
+        elapsed = time.perf_counter() - started
     total = batches * acceptors * BATCH
-    return {"emails": total, "seconds": round(elapsed, 2), "per_second": round(total / elapsed)}
+    return {
+        "emails": total,
+        "seconds": round(elapsed, 2),
+        "per_second": round(total / elapsed),
+        **spent,
+    }
 
 
 async def measure(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
@@ -173,14 +200,18 @@ async def measure(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
     )
     await migrate(settings)
     services = build_services(settings, senders=AnySender(settings.default_region))
+    if args.in_flight:
+        services.broadcasts.in_flight = args.in_flight
     await services.db.start_listening()
     try:
         sender = await principal_of(services, "broadcaster")
         segment_id = await seed(services, sender, args.members)
-        result: dict[str, Any] = {"members": args.members}
-        result["broadcast"] = await broadcast(services, sender, segment_id)
+        in_flight = getattr(services.broadcasts, "in_flight", 1)  # 1 before it was a setting
+        result: dict[str, Any] = {"members": args.members, "in_flight": in_flight}
+        url = backend.server_database_url
+        result["broadcast"] = await broadcast(services, sender, segment_id, url)
         batcher = await principal_of(services, "batcher")
-        result["baseline_accept_batch"] = await baseline(services, batcher, args.members)
+        result["baseline_accept_batch"] = await baseline(services, batcher, args.members, url)
         return result
     finally:
         await services.close()
@@ -189,6 +220,7 @@ async def measure(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--in-flight", type=int, help="chunks stored at once (default: ours)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir, prepared("postgres", Path(workdir)) as backend:
         result = uvloop.run(measure(args, backend))

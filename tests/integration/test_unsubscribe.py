@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import smtplib
 import ssl
 from collections.abc import AsyncIterator
@@ -25,9 +26,12 @@ from sqlalchemy import func, select
 
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
+from posthaste.core.domains import RecordStatus
+from posthaste.core.ids import now_ms
 from posthaste.smtp.inbound import InboundServer
 from posthaste.smtp.relay import Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
+from posthaste.storage import domains as domains_repo
 from posthaste.storage.tables import received_emails
 from tests.helpers import events_of
 from tests.integration.test_broadcasts import (
@@ -295,3 +299,42 @@ async def test_a_member_who_unsubscribes_while_its_chunk_is_read_is_not_mailed(
             await broadcasts.store_chunk(tx, job, chunk)
         final = await w.get(created["id"])
         assert (final["status"], final["sent"], final["skipped_unsubscribed"]) == ("sent", 1, 1)
+
+
+async def test_a_broadcasts_mailto_needs_no_receiving_only_the_teams_domain(
+    settings: Settings,
+) -> None:
+    """A verified sending domain with receiving off: its own addresses are refused, while the
+    broadcast's unsubscribe address at ``send.<domain>`` works; once the team deletes the
+    domain only the https link does."""
+    async with world(settings) as w:
+        added = await w.call("POST", "/domains", 201, json={"name": "acme.test"})
+        assert added["receiving"] is False
+        async with w.services.db.transaction() as tx:
+            domain = await domains_repo.get_domain(tx, w.tenant.team.id, added["id"])
+            assert domain is not None
+            verified = RecordStatus.VERIFIED
+            records = tuple(dataclasses.replace(r, status=verified) for r in domain.records)
+            await domains_repo.update_domain(
+                tx,
+                dataclasses.replace(domain, status=verified, records=records, verified_at=now_ms()),
+            )
+        segment_id = await w.segment("ann@example.com", "bob@example.com")
+        created = await w.broadcast(segment_id, send=True)
+        async with running_worker(w.services):
+            await w.finished(created["id"])
+        mailed = by_recipient(w.sink)
+        _, ann_mailto = list_unsubscribe(mailed["ann@example.com"])
+        bob_https, bob_mailto = list_unsubscribe(mailed["bob@example.com"])
+        async with inbound(w.services) as port:
+            code, reply = await mail(port, "sales@acme.test")  # receiving is off
+            assert (code, reply[:5]) == (550, b"5.7.1"), reply
+            assert (await mail(port, ann_mailto))[0] == 250
+            assert (await w.call("GET", "/contacts/ann@example.com"))["unsubscribed"] is True
+            await w.call("DELETE", f"/domains/{added['id']}")
+            code, reply = await mail(port, bob_mailto)
+            assert (code, reply[:5]) == (550, b"5.7.1"), reply
+        answer = await w.client.post(urlsplit(bob_https).path, **ONE_CLICK)
+        assert answer.status_code == 200 and "You are unsubscribed" in answer.text
+        assert (await w.call("GET", "/contacts/bob@example.com"))["unsubscribed"] is True
+        await nothing_received(w)

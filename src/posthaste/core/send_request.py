@@ -67,12 +67,17 @@ class SendRequest:
     template_id: str | None = None
 
     def recipients(self) -> list[tuple[str, str]]:
-        """Unique (lookup address, kind) pairs over to, cc and bcc, first occurrence wins."""
-        seen: dict[str, str] = {}
-        for kind, group in (("to", self.to), ("cc", self.cc), ("bcc", self.bcc)):
-            for address in group:
-                seen.setdefault(address.lookup_key, kind)
-        return list(seen.items())
+        """Unique (lookup address, kind) pairs over to, cc and bcc, first occurrence wins
+        (worked out once: the send path asks at every step)."""
+        found: list[tuple[str, str]] | None = self.__dict__.get("_recipients")
+        if found is None:
+            seen: dict[str, str] = {}
+            for kind, group in (("to", self.to), ("cc", self.cc), ("bcc", self.bcc)):
+                for address in group:
+                    seen.setdefault(address.lookup_key, kind)
+            found = list(seen.items())
+            object.__setattr__(self, "_recipients", found)
+        return list(found)
 
 
 def parse_send_request(body: object, now_ms: int) -> SendRequest:

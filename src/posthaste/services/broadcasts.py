@@ -2,19 +2,23 @@
 segment by a durable ``expand_broadcast`` job.
 
 Expansion reads the segment in contact id order, ``chunk_size`` members at a time, and renders
-their emails outside any write (``read_chunk``: no write lock held while rendering; the next
-chunk is read while one is stored). Storing a
-chunk is one transaction holding the broadcast's row (``store_chunk``): the members' emails are
-accepted through the send path (``SendingService.accept_in``: the same checks, suppression and
-daily quota as every email) and the cursor and counts move with them, so a worker killed at any
-point resumes after the last committed chunk and mails no one twice. A chunk whose cursor moved
-since it was read (another worker stored it) stores nothing. A cancel takes the same row lock:
+their emails outside any write (``read_chunk``: no write lock held while rendering). Storing a
+chunk is one transaction (``store_chunk``): the members' emails are accepted through the send
+path (``SendingService.accept_in``: the same checks, suppression and daily quota as every email)
+and then, holding the broadcast's row, the cursor and counts move with them, so a worker killed
+at any point resumes after the last committed chunk and mails no one twice. A chunk that does
+not begin at the cursor when it gets the row (another worker stored it) or that was read before
+a cancel committed stores nothing: its emails roll back. A cancel takes the same row lock, so
 members not yet accepted when it commits are never mailed.
+
+On PostgreSQL several chunks of one job are stored at once (``CHUNKS_IN_FLIGHT``), each in its
+own transaction: while the database stores one, the worker reads and renders the next. Each
+takes the row only once the chunk before it has committed (or stored nothing, and then it
+stores nothing either), so the cursor moves in order.
 
 A run of the job (at most ``run_seconds``) checks the broadcast's sender and content once, at its
 first chunk, and reuses them for the chunks after (``_Run``): a domain, template or stream that
-goes away is noticed at the next run, within seconds. A chunk is read ahead only when storing
-the current one should end before the run does, so no rendered chunk is thrown away.
+goes away is noticed at the next run, within seconds. No chunk is read once the run is over.
 
 When the daily quota runs out mid-way, the broadcast pauses (``resumes_at``: the next 00:00 UTC)
 with the members not yet mailed still ahead of its cursor; a cancel stops it for good. When its
@@ -26,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -56,7 +61,7 @@ from posthaste.core.models import Job, Origin, Principal, Sender
 from posthaste.core.send_request import SendRequest
 from posthaste.core.unsubscribe import UnsubscribeLinks
 from posthaste.errors import Conflict, NotFound, PosthasteError, ValidationError
-from posthaste.services.sending import SenderPolicy, SendingService
+from posthaste.services.sending import Outcome, SenderPolicy, SendingService
 from posthaste.services.template_content import ContentSource, TemplateContent, subject_of
 from posthaste.storage import api_keys as keys_repo
 from posthaste.storage import broadcasts as repo
@@ -67,9 +72,13 @@ from posthaste.storage import teams as teams_repo
 from posthaste.storage import templates as templates_repo
 from posthaste.storage import topics as topics_repo
 from posthaste.storage.database import Database, Tx
+from posthaste.storage.dialects import Forms
 
 CHUNK_SIZE = 1000
 RUN_SECONDS = 2.0  # a job hands its broadcast back to the queue after this long (fair, stoppable)
+# Chunks stored at once by one job: on PostgreSQL the database stores one while the worker
+# reads and renders the next (bench/README.md, Broadcasts); SQLite has one writer at a time.
+CHUNKS_IN_FLIGHT = Forms(postgresql=3, sqlite=1)
 SAMPLE_CONTACT_ID = "00000000-0000-7000-8000-000000000000"
 
 
@@ -122,6 +131,7 @@ class BroadcastService:
         *,
         chunk_size: int = CHUNK_SIZE,
         run_seconds: float = RUN_SECONDS,
+        in_flight: int | None = None,
     ) -> None:
         self.db = db
         self.sending = sending
@@ -130,6 +140,7 @@ class BroadcastService:
         self.links = links
         self.chunk_size = chunk_size
         self.run_seconds = run_seconds
+        self.in_flight = in_flight or db.dialect.pick(CHUNKS_IN_FLIGHT)
 
     async def create(
         self, principal: Principal, content: BroadcastContent, order: SendOrder | None
@@ -219,47 +230,50 @@ class BroadcastService:
 
     async def expand(self, job: Job) -> None:
         """Expand chunks until the broadcast is done, paused or stopped, or ``run_seconds``
-        have passed (then the job is due again at once, behind the jobs already due). While a
-        full chunk is stored, the next one is read and rendered; it is used only if the stored
-        chunk moved the cursor to where it begins."""
+        have passed (then the job is handed back, due again at once behind the jobs already
+        due). Up to ``in_flight`` chunks are stored at once, each in its own transaction, and
+        the next one is read and rendered meanwhile; a chunk moves the cursor only after the
+        one before it has (``store_chunk``'s ``previous``)."""
         deadline = time.monotonic() + self.run_seconds
         run = _Run()
-        chunk = await self.read_chunk(job, run=run)
-        storing = 0.0  # how long the last chunk took to store
-        while True:
-            ahead = None
-            if time.monotonic() + storing < deadline:  # else the run ends before it is used
-                ahead = self._read_ahead(job, chunk, run)
-            started = time.monotonic()
-            try:
-                step = await self._store(job, chunk, deadline)
-            except BaseException:
-                await _dropped(ahead)
-                raise
-            storing = time.monotonic() - started
-            if step is Step.NEXT and ahead is not None:
-                chunk = await ahead
-                continue
-            await _dropped(ahead)
-            if step is Step.DONE:
-                return
-            chunk = await self.read_chunk(job, run=run)
+        window: deque[asyncio.Task[Step]] = deque()  # chunks being stored, oldest first
+        after: str | None = None  # where the next chunk begins; None: at the stored cursor
+        try:
+            while True:
+                chunk = await self.read_chunk(job, after, run=run)
+                stopped = Step.NEXT  # what the oldest chunk's store came to, when waited for
+                if len(window) >= self.in_flight:
+                    stopped = await window.popleft()
+                if stopped is Step.NEXT:
+                    previous = window[-1] if window else None
+                    window.append(asyncio.create_task(self._store(job, chunk, previous)))
+                    after = self._last_of_full(chunk)
+                    if after is not None and time.monotonic() < deadline:
+                        continue
+                step = await _outcome(window, stopped)
+                if step is Step.DONE:
+                    return
+                if step is Step.NEXT or time.monotonic() >= deadline:
+                    await self._hand_back(job)
+                    return
+                after = None  # stale: read again from the stored cursor
+        finally:
+            await _dropped(window)
 
-    def _read_ahead(
-        self, job: Job, chunk: Chunk | None, run: _Run
-    ) -> asyncio.Task[Chunk | None] | None:
-        """The chunk after a full ``chunk``, read while ``chunk`` is stored."""
+    def _last_of_full(self, chunk: Chunk | None) -> str | None:
+        """The contact a full chunk ends with (the next chunk follows it); None otherwise."""
         if chunk is None or chunk.failure is not None or len(chunk.plan) < self.chunk_size:
             return None
-        return asyncio.create_task(self.read_chunk(job, chunk.plan[-1][0].contact.id, run=run))
+        return chunk.plan[-1][0].contact.id
 
-    async def _store(self, job: Job, chunk: Chunk | None, deadline: float) -> Step:
+    async def _store(self, job: Job, chunk: Chunk | None, previous: Awaitable[Step] | None) -> Step:
         async with self.db.transaction() as tx:
-            step = await self.store_chunk(tx, job, chunk)
-            if step is not Step.DONE and time.monotonic() >= deadline:
-                await jobs_repo.retry_at(tx, job, now_ms())
-                return Step.DONE
-        return step
+            return await self.store_chunk(tx, job, chunk, previous=previous)
+
+    async def _hand_back(self, job: Job) -> None:
+        """The run is over: the job is due again at once, behind the jobs already due."""
+        async with self.db.transaction() as tx:
+            await jobs_repo.retry_at(tx, job, now_ms())
 
     async def read_chunk(
         self, job: Job, after: str | None = None, *, run: _Run | None = None
@@ -292,23 +306,45 @@ class BroadcastService:
         requests = [self._request(current, sendable, m.contact) for m, skip in plan if not skip]
         return Chunk(current, start, sender, plan, requests)
 
-    async def store_chunk(self, tx: Tx, job: Job, chunk: Chunk | None) -> Step:
-        """Accept the chunk's emails and move the cursor and counts, in the caller's
-        transaction, holding the broadcast's row. A chunk read before a cancel, or that does
-        not begin at the cursor (another worker moved it), stores nothing."""
+    async def store_chunk(
+        self, tx: Tx, job: Job, chunk: Chunk | None, *, previous: Awaitable[Step] | None = None
+    ) -> Step:
+        """Accept the chunk's emails, then, once ``previous`` (the store of the chunk before
+        it) is over, hold the broadcast's row and move the cursor and counts, all in the
+        caller's transaction. A chunk that does not begin at the cursor (another worker moved
+        it, or the chunk before it stored nothing) or was read before a cancel stores nothing:
+        its emails are rolled back to a savepoint taken before them."""
         assert job.team_id is not None
-        current = await repo.get_broadcast(tx, job.team_id, job.ref, for_update=True)
-        if current is None or current.status not in UNDER_WAY:
+        outcomes: list[Outcome] = []
+        async with tx.conn.begin_nested() as accepting:
+            if chunk is not None and chunk.failure is None:
+                outcomes = await self.sending.accept_in(
+                    tx, chunk.sender, Origin.BROADCAST, chunk.requests
+                )
+            if previous is not None and await previous is not Step.NEXT:
+                await accepting.rollback()
+                return Step.STALE
+            current = await repo.get_broadcast(tx, job.team_id, job.ref, for_update=True)
+            under_way = current is not None and current.status in UNDER_WAY
+            if not under_way or chunk is None or current is None or chunk.after != current.cursor:
+                await accepting.rollback()
+        if current is None or not under_way:
             await jobs_repo.finish(tx, job)
             return Step.DONE
         if chunk is None or chunk.after != current.cursor:
             return Step.STALE
+        return await self._moved(tx, job, current, chunk, outcomes)
+
+    async def _moved(
+        self, tx: Tx, job: Job, current: Broadcast, chunk: Chunk, outcomes: list[Outcome]
+    ) -> Step:
+        """The cursor and counts moved past the stored chunk (or the broadcast failed, paused
+        or sent), with the broadcast's row held."""
         now = now_ms()
         if chunk.failure is not None:
             failed = replace(current, status=BroadcastStatus.FAILED, error=chunk.failure.message)
             await self._ended(tx, job, replace(failed, sent_at=now, updated_at=now))
             return Step.DONE
-        outcomes = await self.sending.accept_in(tx, chunk.sender, Origin.BROADCAST, chunk.requests)
         tally = tally_chunk(chunk.plan, outcomes)
         updated = replace(
             current,
@@ -450,11 +486,24 @@ async def _existing(
     return found
 
 
-async def _dropped(task: asyncio.Task[Chunk | None] | None) -> None:
-    """A chunk read ahead that will not be stored."""
-    if task is not None:
+async def _outcome(window: deque[asyncio.Task[Step]], stopped: Step) -> Step:
+    """What the chunks still being stored came to, in order: the first one that did not
+    store (``stopped``, when that was the one before them) decides, and the ones after it
+    store nothing; NEXT when all of them stored."""
+    outcome = None if stopped is Step.NEXT else stopped
+    while window:
+        step = await window.popleft()
+        if outcome is None and step is not Step.NEXT:
+            outcome = step
+    return outcome or Step.NEXT
+
+
+async def _dropped(window: deque[asyncio.Task[Step]]) -> None:
+    """Chunks still being stored when the run stopped on an error: rolled back."""
+    for task in window:
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await asyncio.gather(*window, return_exceptions=True)
+    window.clear()
 
 
 def _sample(team_id: str) -> Contact:

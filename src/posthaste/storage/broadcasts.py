@@ -17,6 +17,7 @@ from posthaste.core.broadcasts import (
 from posthaste.core.contacts import Contact
 from posthaste.storage.contacts import contact_of
 from posthaste.storage.database import Tx
+from posthaste.storage.dialects import among
 from posthaste.storage.keyset import read_page
 from posthaste.storage.tables import BROADCAST_COUNTS, broadcasts, contact_topics, contacts
 from posthaste.storage.tables import segment_members as members
@@ -115,30 +116,34 @@ async def members_after(
     tx: Tx, team_id: str, segment_id: str, topic_id: str | None, after: str | None, limit: int
 ) -> list[Member]:
     """Up to ``limit`` members of the segment whose contact id follows ``after``, in contact id
-    order (the segment's primary key), each with its own choice for ``topic_id``."""
-    choice = contact_topics.c.subscription if topic_id is not None else None
-    columns: list[Any] = [contacts] if choice is None else [contacts, choice]
-    query = (
-        select(*columns)
-        .select_from(members.join(contacts, contacts.c.id == members.c.contact_id))
-        .where(
-            members.c.segment_id == segment_id,
-            members.c.team_id == team_id,
-            contacts.c.team_id == team_id,
-        )
+    order (the segment's primary key), each with its own choice for ``topic_id``.
+
+    Two statements: the member ids, walking the primary key, then their contacts. As one
+    join, PostgreSQL's planner joined every member after ``after`` to its contact and then
+    sorted them to keep ``limit`` (19,000 lookups for a chunk of 1,000 of 20,000 members,
+    127 ms: a large segment's chunks cost in proportion to what was left of it)."""
+    ids = (
+        select(members.c.contact_id)
+        .where(members.c.segment_id == segment_id, members.c.team_id == team_id)
         .order_by(members.c.contact_id)
         .limit(limit)
     )
+    if after is not None:
+        ids = ids.where(members.c.contact_id > after)
+    order = {contact_id: n for n, contact_id in enumerate((await tx.conn.execute(ids)).scalars())}
+    if not order:
+        return []
+    choice = contact_topics.c.subscription if topic_id is not None else None
+    columns: list[Any] = [contacts] if choice is None else [contacts, choice]
+    query = select(*columns).where(contacts.c.team_id == team_id, among(tx, contacts.c.id, order))
     if topic_id is not None:
         query = query.outerjoin(
             contact_topics,
             (contact_topics.c.contact_id == contacts.c.id)
             & (contact_topics.c.topic_id == topic_id),
         )
-    if after is not None:
-        query = query.where(members.c.contact_id > after)
-    rows = await tx.conn.execute(query)
-    return [_member(contact_of(row), row, topic_id) for row in rows]
+    found = [_member(contact_of(row), row, topic_id) for row in await tx.conn.execute(query)]
+    return sorted(found, key=lambda member: order[member.contact.id])
 
 
 def _member(contact: Contact, row: Any, topic_id: str | None) -> Member:
