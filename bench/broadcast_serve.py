@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import math
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,11 +31,10 @@ import aiohttp
 import uvloop
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
-from tests.dns_server import running_zone
 
-from bench import load, payload, server, sink
-from bench.purge import figures, sqlalchemy_url
-from bench.serve import RESULTS, Run, Serve, _api, set_up, started, watched
+from bench import load, payload, sink
+from bench.purge import figures, run_each, sqlalchemy_url
+from bench.serve import Run, Serve, _api, serving, set_up, watched
 from bench.stats import Recorder
 from posthaste.core.ids import new_id, now_ms
 from posthaste.storage.tables import contacts, segment_members, teams
@@ -175,14 +171,8 @@ async def measure(
 
 
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    sink_port = server.free_port()
-    with (
-        server.prepared(name, workdir / name) as backend,
-        contextlib.contextmanager(running_zone)() as zone,
-        sink.running(sink_port) as sink_pid,
-        started(backend, sink_port, zone.port) as serve,
-    ):
-        return uvloop.run(measure(serve, sink_port, sink_pid, zone, args, backend.data_dir))
+    with serving(name, workdir / name) as (a, serve):
+        return uvloop.run(measure(serve, a.sink_port, a.sink_pid, a.zone, args, a.backend.data_dir))
 
 
 def table(name: str, result: dict[str, Any]) -> str:
@@ -215,18 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=3.0, help="first seconds left out")
     parser.add_argument("--before", type=float, default=10.0, help="paced seconds before")
     parser.add_argument("--after", type=float, default=5.0, help="paced seconds after")
-    args = parser.parse_args(argv)
-    names = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="posthaste-broadcast-") as workdir:
-        for name in names:
-            results[name] = run_backend(name, args, Path(workdir))
-            print(table(name, results[name]), flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"broadcast-serve-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"written {out}")
-    return 0
+    return run_each(parser.parse_args(argv), "broadcast-serve", run_backend, table)
 
 
 if __name__ == "__main__":

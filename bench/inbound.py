@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
 import json
 import os
 import ssl
@@ -45,7 +44,7 @@ import dkim
 import uvloop
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from tests.dns_server import ZoneServer, running_zone
+from tests.dns_server import ZoneServer
 
 from bench import cpu, postfix, relay, serve, server, sink
 
@@ -239,17 +238,11 @@ async def _postfix_measured(
 
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
     print(f"[{name}] starting posthaste serve ...", flush=True)
-    sink_port = server.free_port()
-    with (
-        server.prepared(name, workdir / name) as backend,
-        contextlib.contextmanager(running_zone)() as zone,
-        sink.running(sink_port) as sink_pid,
-        serve.started(backend, sink_port, zone.port) as started,
-    ):
-        rows = uvloop.run(_posthaste(started, sink_port, sink_pid, zone, args))
+    with serve.serving(name, workdir / name) as (around, started):
+        rows = uvloop.run(_posthaste(started, around.sink_port, around.sink_pid, around.zone, args))
         cert = started.cert
         if args.baselines:
-            rows.append(bare_row(cert, backend.workdir, args))
+            rows.append(bare_row(cert, around.backend.workdir, args))
             if postfix.available():
                 rows.append(postfix_row(cert, args))
     return rows

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,9 @@ import aiohttp
 import uvloop
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import create_async_engine
-from tests.dns_server import running_zone
 
-from bench import load, payload, server, sink
-from bench.serve import RESULTS, Run, Serve, set_up, started, watched
+from bench import load, payload
+from bench.serve import RESULTS, Run, Serve, set_up, started, surroundings, watched
 from bench.stats import Recorder, percentile
 from posthaste.core.ids import now_ms
 from posthaste.storage.tables import (
@@ -298,12 +297,9 @@ async def prepare(serve: Serve, sink_port: int, sink_pid: int, zone: Any) -> Non
 
 
 def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    sink_port = server.free_port()
-    with (
-        server.prepared(name, workdir / name) as backend,
-        contextlib.contextmanager(running_zone)() as zone,
-        sink.running(sink_port) as sink_pid,
-    ):
+    with surroundings(name, workdir / name) as around:
+        backend, zone = around.backend, around.zone
+        sink_port, sink_pid = around.sink_port, around.sink_pid
         print(f"[{name}] first start: database, team, domain ...", flush=True)
         with started(backend, sink_port, zone.port) as serve:
             uvloop.run(prepare(serve, sink_port, sink_pid, zone))
@@ -380,15 +376,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds left out after the end")
     parser.add_argument("--min-after", type=float, default=20.0, help="least seconds after")
     parser.add_argument("--max-purge", type=float, default=1800.0, help="give up after (s)")
-    args = parser.parse_args(argv)
+    return run_each(parser.parse_args(argv), "purge", run_backend, table)
+
+
+def run_each(
+    args: argparse.Namespace,
+    name: str,
+    run: Callable[[str, argparse.Namespace, Path], dict[str, Any]],
+    table: Callable[[str, dict[str, Any]], str],
+) -> int:
+    """``run`` for each backend of ``args.backend``, its ``table`` printed; all the results
+    written to ``bench/results/<name>-<time>.json``."""
     names = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="posthaste-purge-") as workdir:
-        for name in names:
-            results[name] = run_backend(name, args, Path(workdir))
-            print(table(name, results[name]), flush=True)
+    with tempfile.TemporaryDirectory(prefix=f"posthaste-{name}-") as workdir:
+        for backend in names:
+            results[backend] = run(backend, args, Path(workdir))
+            print(table(backend, results[backend]), flush=True)
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"purge-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(results, indent=2))
     print(f"written {out}")
     return 0

@@ -509,16 +509,48 @@ async def measure(
         return results
 
 
-def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    print(f"[{name}] starting posthaste serve ...", flush=True)
+@dataclass
+class Around:
+    """What ``posthaste serve`` is measured with: its database, the DNS server standing in for
+    the user's DNS host, and the counting sink it delivers to."""
+
+    backend: server.Backend
+    zone: ZoneServer
+    sink_port: int
+    sink_pid: int
+
+
+@contextlib.contextmanager
+def surroundings(name: str, workdir: Path) -> Iterator[Around]:
+    """A fresh database of backend ``name`` in ``workdir``, a DNS server and a sink."""
     sink_port = server.free_port()
     with (
-        server.prepared(name, workdir / name) as backend,
+        server.prepared(name, workdir) as backend,
         contextlib.contextmanager(running_zone)() as zone,
         sink.running(sink_port) as sink_pid,
-        started(backend, sink_port, zone.port) as serve,
     ):
-        return uvloop.run(measure(serve, sink_port, sink_pid, zone, args))
+        yield Around(backend, zone, sink_port, sink_pid)
+
+
+@contextlib.contextmanager
+def serving(
+    name: str,
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
+    code: Path | None = None,
+) -> Iterator[tuple[Around, Serve]]:
+    """``surroundings``, and ``posthaste serve`` started in them as a user starts it."""
+    with (
+        surroundings(name, workdir) as around,
+        started(around.backend, around.sink_port, around.zone.port, extra_env, code) as serve,
+    ):
+        yield around, serve
+
+
+def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    print(f"[{name}] starting posthaste serve ...", flush=True)
+    with serving(name, workdir / name) as (around, serve):
+        return uvloop.run(measure(serve, around.sink_port, around.sink_pid, around.zone, args))
 
 
 # --- the report -----------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import resource
@@ -48,9 +47,8 @@ import orjson
 import uvloop
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
-from tests.dns_server import running_zone
 
-from bench import cpu, relay, serve, server, sink
+from bench import cpu, relay, serve, server
 from posthaste.core.tracking import TrackingLinks
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -243,17 +241,13 @@ def _write_paths(folder: Path, name: str, paths: list[str]) -> Path:
 
 
 def _run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figures]:
-    sink_port = server.free_port()
     env = {"POSTHASTE_SECRET_KEY": server.SECRET_KEY, "POSTHASTE_PUBLIC_URL": PUBLIC_URL}
     print(f"[{name}] starting posthaste serve ...", flush=True)
-    with (
-        server.prepared(name, workdir) as backend,
-        contextlib.contextmanager(running_zone)() as zone,
-        sink.running(sink_port) as sink_pid,
-        serve.started(backend, sink_port, zone.port, env) as started,
-    ):
-        ids = uvloop.run(_prepared(started, sink_port, sink_pid, zone, args.emails))
-        database = _database_url(backend)
+    with serve.serving(name, workdir, env) as (around, started):
+        ids = uvloop.run(
+            _prepared(started, around.sink_port, around.sink_pid, around.zone, args.emails)
+        )
+        database = _database_url(around.backend)
         team = asyncio.run(_team(database, ids[0]))
         links = TrackingLinks(server.SECRET_KEY, PUBLIC_URL)
         opens = [_path(links.open_url(team, e)) for e in ids[: args.open_emails]]
@@ -263,7 +257,7 @@ def _run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Fig
             for e in ids
         ]
         split = int(len(clicks) * WARMUP_CLICKS)
-        folder = backend.workdir
+        folder = around.backend.workdir
         healthz = _write_paths(folder, "healthz", ["/healthz"])
         opened = _write_paths(folder, "opens", opens)
         clicked = _write_paths(folder, "clicks", clicks[split:])

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import shlex
 import sys
 import tempfile
@@ -30,10 +29,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 import uvloop
-from tests.dns_server import running_zone
 
-from bench import cpu, load, payload, report, server, sink
-from bench.serve import RESULTS, Run, Serve, _database_cpu, set_up, started
+from bench import cpu, load, payload, report
+from bench.serve import RESULTS, Run, Serve, _database_cpu, serving, set_up
 from bench.stats import Measurement
 
 THIS = "this checkout"
@@ -177,14 +175,8 @@ async def measure(
 def run_once(
     backend_name: str, args: argparse.Namespace, workdir: Path, code: Path | None
 ) -> list[dict[str, Any]]:
-    sink_port = server.free_port()
-    with (
-        server.prepared(backend_name, workdir) as backend,
-        contextlib.contextmanager(running_zone)() as zone,
-        sink.running(sink_port) as sink_pid,
-        started(backend, sink_port, zone.port, code=code) as serve,
-    ):
-        return uvloop.run(measure(serve, sink_port, sink_pid, zone, args))
+    with serving(backend_name, workdir, code=code) as (around, serve):
+        return uvloop.run(measure(serve, around.sink_port, around.sink_pid, around.zone, args))
 
 
 def load_average() -> str:
