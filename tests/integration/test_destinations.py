@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -409,6 +410,7 @@ async def test_mail_for_a_busy_destination_is_held_before_it_starts(
             (attempt,) = (await _get(http, tenant, f"/emails/{email_id}/attempts"))["data"]
             note = attempt["transcript"][0]["note"]
             assert note.startswith("held once without using up an attempt since it was queued at")
+            assert re.search(r"queued at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(", note)
             assert "the last time: destination google.com at 10/s, suspended until" in note
 
 

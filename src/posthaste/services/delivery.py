@@ -749,7 +749,7 @@ def _hold_reason(replies: list[RecipientReply], verdicts: dict[str, Verdict]) ->
 def _hold_note(job: Job, reason: str | None, email: Email, now: int) -> str:
     """The first line of an attempt's transcript after holds: how many, since when, why."""
     times = "once" if job.holds == 1 else f"{job.holds} times"
-    queued = ms_to_datetime(email.created_at).strftime("%H:%M:%S.%f")[:-3] + "Z"
+    queued = ms_to_datetime(email.created_at).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     waited = _for_people(now - email.created_at)
     last = f"; the last time: {reason}" if reason else ""
     return (
