@@ -292,9 +292,12 @@ class DomainService:
             last_checked_at=now,
         )
         await repo.update_domain(tx, checked)
-        if checked.verified_at != domain.verified_at:  # what the senders' answers depend on
+        changed = (checked.status, checked.records) != (domain.status, domain.records)
+        # What the senders' answers and delivery's remembered domains depend on (a verified
+        # tracking CNAME moves the links to the domain's own host).
+        if changed or checked.verified_at != domain.verified_at:
             tx.notify(DOMAINS_CHANNEL)
-        if (checked.status, checked.records) != (domain.status, domain.records):
+        if changed:
             await _record(tx, checked, EventType.DOMAIN_UPDATED, now)
         await self._schedule(tx, checked, rules.next_check_in(result, now), job, now)
         return checked
