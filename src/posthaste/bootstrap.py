@@ -33,8 +33,8 @@ from posthaste.services.automations import AutomationService
 from posthaste.services.broadcasts import BroadcastService
 from posthaste.services.contact_imports import ContactImportService
 from posthaste.services.contacts import ContactService
-from posthaste.services.delivery import (
-    DeliveryService,
+from posthaste.services.delivery import DeliveryService
+from posthaste.services.delivery_rules import (
     DomainTlsRules,
     DomainTrackingRules,
     TlsRules,

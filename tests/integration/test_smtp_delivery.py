@@ -35,7 +35,7 @@ from posthaste.core.dkim import DkimKey
 from posthaste.core.models import Email, Origin
 from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
-from posthaste.services.delivery import DomainTlsRules, TlsRules
+from posthaste.services.delivery_rules import DomainTlsRules, TlsRules
 from posthaste.storage import jobs as jobs_repo
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name

@@ -26,32 +26,27 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
 
 from posthaste.adapters.transports import (
     Busy,
     DeliveryReport,
     Envelope,
     RecipientReply,
-    SessionLog,
     Transport,
     TransportRegistry,
 )
-from posthaste.core.addresses import parse_address
 from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
 from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
-from posthaste.core.domains import tracking_host
 from posthaste.core.durations import format_duration
 from posthaste.core.events import EventType
 from posthaste.core.ids import ms_to_datetime, new_id, now_ms
 from posthaste.core.mime import OutgoingMessage, build_message
 from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMode, Suppression
-from posthaste.core.pools import DEFAULT as DEFAULT_POOL
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
-from posthaste.core.tracking import UNTRACKED, TrackingLinks, TrackingOptions
+from posthaste.core.tracking import TrackingLinks, TrackingOptions
 from posthaste.core.verp import verp_address
 from posthaste.logs import EMAIL_ID, logged_with
 from posthaste.services.delivery_plan import (
@@ -59,6 +54,22 @@ from posthaste.services.delivery_plan import (
     plan_outcomes,
     plan_suppressed,
     simulate,
+)
+from posthaste.services.delivery_rules import (
+    HELD_PREFIX,
+    DefaultPool,
+    NoTlsRules,
+    NoTrackingRules,
+    PoolRules,
+    SenderFacts,
+    TlsRules,
+    TrackingRules,
+    held_until,
+    hold_note,
+    hold_reason,
+    log_hold,
+    noted,
+    sender_domain,
 )
 from posthaste.services.metrics import Metrics
 from posthaste.services.suppressions import suppress
@@ -84,7 +95,6 @@ MAX_JOB_CLAIMS = 25
 # (``POSTHASTE_MAX_QUEUE_AGE``), as Postfix's ``maximal_queue_lifetime``: then it bounces.
 MAX_QUEUE_AGE = 5 * 86_400.0
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
-HELD_PREFIX = "4.7.0 Held by Posthaste: "
 
 
 @dataclass(frozen=True)
@@ -133,71 +143,6 @@ class _Writes:
         await jobs_repo.finish_many(tx, self.done)
         await jobs_repo.retry_many(tx, self.later)
         await jobs_repo.postpone_many(tx, self.postponed, self.hold_reasons)
-
-
-class TlsRules(Protocol):
-    """Whether mail from a team's domain must never travel in clear text (``tls: enforced``)."""
-
-    async def tls_required(self, team_id: str, domain: str) -> bool: ...
-
-
-class SendingDomains(Protocol):
-    async def sending_domain(self, team_id: str, name: str) -> Any: ...
-
-
-class TrackingRules(Protocol):
-    """The open and click tracking of a team's sending domain (off for an unknown domain)."""
-
-    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions: ...
-
-
-class NoTlsRules:
-    async def tls_required(self, team_id: str, domain: str) -> bool:
-        return False
-
-
-class DomainTlsRules:
-    """The sending domain's ``tls`` setting (PRODUCT §7): ``enforced`` requires STARTTLS."""
-
-    def __init__(self, domains: SendingDomains) -> None:
-        self.domains = domains
-
-    async def tls_required(self, team_id: str, domain: str) -> bool:
-        found = await self.domains.sending_domain(team_id, domain)
-        return found is not None and getattr(found, "tls", None) == "enforced"
-
-
-class DomainTrackingRules:
-    """The sending domain's ``open_tracking`` and ``click_tracking`` settings."""
-
-    def __init__(self, domains: SendingDomains) -> None:
-        self.domains = domains
-
-    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions:
-        found = await self.domains.sending_domain(team_id, domain)
-        if found is None:
-            return UNTRACKED
-        return TrackingOptions(
-            bool(found.open_tracking), bool(found.click_tracking), tracking_host(found)
-        )
-
-
-class NoTrackingRules:
-    async def tracking_of(self, team_id: str, domain: str) -> TrackingOptions:
-        return UNTRACKED
-
-
-class PoolRules(Protocol):
-    """The IP pool an email leaves from (``services/pools.StreamDomainPools``)."""
-
-    async def pool_of(self, team_id: str, stream_id: str, domain: str) -> str: ...
-
-
-class DefaultPool:
-    """No pools configured: every email leaves from the default pool, nothing looked up."""
-
-    async def pool_of(self, team_id: str, stream_id: str, domain: str) -> str:
-        return DEFAULT_POOL
 
 
 class DeliveryService:
@@ -267,7 +212,7 @@ class DeliveryService:
         """Steps 2 and 3 for the attempts started."""
         if not attempts:
             return
-        senders = _SenderFacts(
+        senders = SenderFacts(
             self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
         )
         messages = await self._messages(attempts, senders)
@@ -309,7 +254,7 @@ class DeliveryService:
             for (job, busy), turn in zip(items, turns, strict=True):
                 held.append((job, turn))
                 reasons.append(busy.reason)
-                _log_hold(job.ref, turn, busy.reason)
+                log_hold(job.ref, turn, busy.reason)
         async with self.db.transaction() as tx:
             await jobs_repo.postpone_many(tx, held, reasons)
         postponed = {job.id for job, _ in held}
@@ -398,7 +343,7 @@ class DeliveryService:
     # --- step 2 -------------------------------------------------------------------------
 
     async def _messages(
-        self, attempts: list[Attempt], senders: _SenderFacts
+        self, attempts: list[Attempt], senders: SenderFacts
     ) -> dict[str, tuple[bytes, bool] | Unsendable]:
         """The exact bytes to send, and whether they are new (to store).
 
@@ -433,7 +378,7 @@ class DeliveryService:
     async def _prepared(
         self,
         email: Email,
-        senders: _SenderFacts,
+        senders: SenderFacts,
         kept: bytes | None,
         infos: dict[str, list[AttachmentInfo]],
         contents: dict[str, bytes],
@@ -477,13 +422,13 @@ class DeliveryService:
         return build_message(message)
 
     async def _send(
-        self, attempt: Attempt, message: tuple[bytes, bool], senders: _SenderFacts
+        self, attempt: Attempt, message: tuple[bytes, bool], senders: SenderFacts
     ) -> Sent:
         with logged_with(EMAIL_ID, attempt.email.id):
             return await self._send_one(attempt, message, senders)
 
     async def _send_one(
-        self, attempt: Attempt, message: tuple[bytes, bool], senders: _SenderFacts
+        self, attempt: Attempt, message: tuple[bytes, bool], senders: SenderFacts
     ) -> Sent:
         raw, built = message
         email = attempt.email
@@ -492,7 +437,7 @@ class DeliveryService:
         report = simulated
         if real:
             transport = self.transports.for_email(email.region, email.mode is KeyMode.TEST)
-            return_path = verp_address(self.verp, email.id, _sender_domain(email))
+            return_path = verp_address(self.verp, email.id, sender_domain(email))
             tls = await senders.tls_required(email)
             smtputf8 = _needs_smtputf8(raw, real)
             pool = await senders.pool(email)
@@ -554,7 +499,7 @@ class DeliveryService:
         report = _spoken(DeliveryReport(replies, item.report.sessions), patient)
         job = item.attempt.job
         if job.holds:
-            report = _noted(report, _hold_note(job, held_before, email, now))
+            report = noted(report, hold_note(job, held_before, email, now))
         writes.attempts.extend(attempt_rows(email, item.attempt.number, report, verdicts))
         await _suppress(tx, email, replies, verdicts, now)
         spoken = [r for r in replies if not (r.recipient in patient and r.held_unsent)]
@@ -565,15 +510,15 @@ class DeliveryService:
         writes.outcomes.extend(plan.outcomes)
         if plan.provider_message_id is not None:
             writes.provider_ids[email.id] = plan.provider_message_id
-        held = _held_until(replies, verdicts, patient)
+        held = held_until(replies, verdicts, patient)
         if held is None:
             self._schedule(writes, item.attempt, plan.deferred, now)
             return
-        reason = _hold_reason(replies, verdicts)
+        reason = hold_reason(replies, verdicts)
         writes.postponed.append((job, held))
         writes.hold_reasons.append(reason)
         writes.uncounted[email.id] = item.attempt.number - 1
-        _log_hold(email.id, held, reason)
+        log_hold(email.id, held, reason)
 
     def _patient(self, reply: RecipientReply, age: int) -> bool:
         """Whether a reply holding its mail (a busy destination, a "slow down", a pool's cap)
@@ -628,44 +573,6 @@ class DeliveryService:
     def _retry_delay(self, attempt: int) -> int:
         base = self.retry_schedule[min(attempt, len(self.retry_schedule)) - 1]
         return int(base * 1000 * (1 + random.uniform(-0.1, 0.1)))
-
-
-class _SenderFacts:
-    """Signing keys, TLS rules, tracking and IP pools of a batch's senders, each looked up once."""
-
-    def __init__(
-        self, keys: SigningKeys, tls_rules: TlsRules, tracking: TrackingRules, pools: PoolRules
-    ) -> None:
-        self._keys_source, self._tls_source, self._tracking_source = keys, tls_rules, tracking
-        self._pool_source = pools
-        self._pools: dict[tuple[str, str, str], str] = {}
-        self._keys: dict[tuple[str, str], DkimKey | None] = {}
-        self._tls: dict[tuple[str, str], bool] = {}
-        self._tracking: dict[tuple[str, str], TrackingOptions] = {}
-
-    async def signing_key(self, email: Email) -> DkimKey | None:
-        sender = (email.team_id, _sender_domain(email))
-        if sender not in self._keys:
-            self._keys[sender] = await self._keys_source.signing_key(*sender)
-        return self._keys[sender]
-
-    async def tls_required(self, email: Email) -> bool:
-        sender = (email.team_id, _sender_domain(email))
-        if sender not in self._tls:
-            self._tls[sender] = await self._tls_source.tls_required(*sender)
-        return self._tls[sender]
-
-    async def tracking(self, email: Email) -> TrackingOptions:
-        sender = (email.team_id, _sender_domain(email))
-        if sender not in self._tracking:
-            self._tracking[sender] = await self._tracking_source.tracking_of(*sender)
-        return self._tracking[sender]
-
-    async def pool(self, email: Email) -> str:
-        key = (email.team_id, email.stream_id, _sender_domain(email))
-        if key not in self._pools:
-            self._pools[key] = await self._pool_source.pool_of(*key)
-        return self._pools[key]
 
 
 async def _send_isolated(transport: Transport, envelope: Envelope, raw: bytes) -> DeliveryReport:
@@ -724,72 +631,6 @@ def _spoken(report: DeliveryReport, patient: set[str]) -> DeliveryReport:
     return DeliveryReport(report.replies, sessions)
 
 
-def _held_until(
-    replies: list[RecipientReply], verdicts: dict[str, Verdict], patient: set[str]
-) -> int | None:
-    """When every recipient still deferred waits (patiently) for a throttled destination or a
-    pool's cap, the earliest time one may go; None when another deferral takes the retry
-    schedule."""
-    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
-    if not deferred or any(r.recipient not in patient for r in deferred):
-        return None
-    return min(r.hold_until for r in deferred if r.hold_until is not None)
-
-
-def _hold_reason(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> str:
-    """Why the mail is held: ours (a busy destination, a pool's cap), or the receiver's
-    "slow down" that made its destination busy."""
-    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
-    reply = min(deferred, key=lambda r: r.hold_until or 0)
-    if reply.held_unsent:
-        return reply.text.removeprefix(HELD_PREFIX)
-    return f"the receiver answered {reply.code} {reply.text}"
-
-
-def _hold_note(job: Job, reason: str | None, email: Email, now: int) -> str:
-    """The first line of an attempt's transcript after holds: how many, since when, why."""
-    times = "once" if job.holds == 1 else f"{job.holds} times"
-    queued = ms_to_datetime(email.created_at).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    waited = _for_people(now - email.created_at)
-    last = f"; the last time: {reason}" if reason else ""
-    return (
-        f"held {times} without using up an attempt since it was queued at {queued} "
-        f"({waited} ago){last}"
-    )
-
-
-def _for_people(ms: int) -> str:
-    """A wait as people read it: ``41.3 s``, ``12 min 5 s``, ``3 h 20 min``, ``2 d 4 h``."""
-    seconds = max(ms, 0) / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    if whole < 86_400:
-        return f"{whole // 3600} h {whole % 3600 // 60} min"
-    return f"{whole // 86_400} d {whole % 86_400 // 3600} h"
-
-
-def _noted(report: DeliveryReport, note: str) -> DeliveryReport:
-    """``report`` with ``note`` first in each session's transcript."""
-    line = {"elapsed_ms": 0, "note": note}
-    sessions = [
-        SessionLog(
-            s.transport, s.host, s.recipients, s.started_at, s.duration_ms, [line, *s.transcript]
-        )
-        for s in report.sessions
-    ]
-    return DeliveryReport(report.replies, sessions)
-
-
-def _log_hold(email_id: str, until: int, reason: str) -> None:
-    """One line per hold, at debug: a busy destination holds thousands a minute."""
-    if log.isEnabledFor(logging.DEBUG):
-        at = ms_to_datetime(until).strftime("%H:%M:%S.%f")[:-3] + "Z"
-        log.debug("email %s held until %s: %s", email_id, at, reason)
-
-
 def _still_sending(email: Email | None) -> bool:
     return email is not None and email.status in (EmailStatus.SENDING, EmailStatus.SENT)
 
@@ -812,17 +653,6 @@ def _needs_smtputf8(raw: bytes, recipients: Sequence[str]) -> bool:
     """RFC 6531: raw UTF-8 in the header block or a non-ASCII recipient needs SMTPUTF8."""
     header_block = raw.split(b"\r\n\r\n", 1)[0]
     return not header_block.isascii() or any(not r.isascii() for r in recipients)
-
-
-def _sender_domain(email: Email) -> str:
-    """The A-label domain of the From address: the DKIM ``d=`` and the return path's parent."""
-    return _domain_of(email.from_address)
-
-
-@functools.lru_cache(maxsize=4096)
-def _domain_of(from_address: str) -> str:
-    # A team sends from a handful of addresses; parsing one costs ~0.5 ms (IDNA checks).
-    return parse_address(from_address, "from").domain.lower()
 
 
 def _signed_with(raw: bytes, key: DkimKey) -> bool:
