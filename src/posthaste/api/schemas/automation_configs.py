@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posthaste.api.schemas.common import Id, Mailbox, PersonName, Subject, TemplateRef, absent
-from posthaste.api.schemas.contacts import PROPERTY_KEYS, PropertyValue
+from posthaste.api.schemas.common import Id, Mailbox, Subject, TemplateRef, absent
+from posthaste.api.schemas.contacts import ContactFields
 from posthaste.api.schemas.emails import TagIn, TagMap, TemplateRefIn, any_case
 from posthaste.core.automation_configs import (
     CONTACT_CREATED,
@@ -180,19 +180,10 @@ _SOME_CONTACT_FIELD: dict[str, Any] = {
 }
 
 
-class ContactUpdateConfig(BaseModel):
+class ContactUpdateConfig(ContactFields):
     """At least one field; the address cannot be changed."""
 
     model_config = ConfigDict(json_schema_extra=_SOME_CONTACT_FIELD)
-
-    first_name: PersonName | None = None
-    last_name: PersonName | None = None
-    unsubscribed: bool = Field(default_factory=absent)
-    properties: dict[str, PropertyValue | None] | None = Field(
-        None,
-        json_schema_extra=PROPERTY_KEYS,
-        description="Merged key by key; a null value removes the key, null removes all",
-    )
 
 
 class SegmentConfig(BaseModel):

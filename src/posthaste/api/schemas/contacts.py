@@ -43,8 +43,10 @@ class AudienceContactRequest(CreateContactRequest):
     segments: Any = Field(None, description="Ignored here: the path names the segment")
 
 
-class UpdateContactRequest(BaseModel):
-    email: Address = Field(default_factory=absent, description="A new address (unique in the team)")
+class ContactFields(BaseModel):
+    """A contact's changeable fields, each optional: a contact's update and an automation's
+    ``update_contact`` step take the same ones."""
+
     first_name: PersonName | None = None
     last_name: PersonName | None = None
     unsubscribed: bool = Field(default_factory=absent)
@@ -53,6 +55,10 @@ class UpdateContactRequest(BaseModel):
         json_schema_extra=PROPERTY_KEYS,
         description="Merged key by key; a null value removes the key, null removes all",
     )
+
+
+class UpdateContactRequest(ContactFields):
+    email: Address = Field(default_factory=absent, description="A new address (unique in the team)")
 
 
 class ContactRecord(BaseModel):
