@@ -19,7 +19,8 @@ after ``STOP_SECONDS`` is killed. See ``docs/deploying.md`` (process model, sizi
 Metrics: the children count in files of a directory made fresh for each run
 (``PROMETHEUS_MULTIPROC_DIR``, private to this user), which ``GET /metrics`` in any API process
 adds up; the files of a child that exited stay (its counts stay in the totals), and the
-directory is removed when ``serve`` ends (``services/metrics.py``, ``docs/operations.md``).
+directory is removed when ``serve`` ends (``services/metrics.py``, ``docs/operations.md``); one
+left by a supervisor killed with SIGKILL is removed by the next ``serve`` to start.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from posthaste.server import SHUTDOWN_GRACE_SECONDS
 log = logging.getLogger(__name__)
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client in each child
+# A run's metrics directory: this, the supervisor's pid, "-" and random letters.
+METRICS_PREFIX = "posthaste-metrics-"
 
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
@@ -141,12 +144,46 @@ async def supervise(settings: Settings, layout: Layout) -> int:
                 file=sys.stderr,
             )
             return 1
-        metrics_dir = tempfile.mkdtemp(prefix="posthaste-metrics-")  # mode 0700
+        _remove_orphaned_metrics_dirs(tempfile.gettempdir())
+        metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")  # mode 0700
         try:
             supervisor = Supervisor(settings, layout, http, metrics_dir, smtp)
             return await supervisor.run()
         finally:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _remove_orphaned_metrics_dirs(parent: str) -> None:
+    """Remove the metrics directories that supervisors killed with SIGKILL (or a lost machine
+    state) left behind: each is named after its supervisor's pid, and one whose pid no longer
+    runs is removed, if it is this user's. A directory of a live supervisor, another user's,
+    or of an older name without a pid is left alone."""
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            pid = _metrics_dir_pid(entry.name)
+            if pid is None or pid == os.getpid() or _pid_runs(pid):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False) and entry.stat().st_uid == os.getuid():
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _metrics_dir_pid(name: str) -> int | None:
+    """The supervisor pid in a metrics directory's name (``posthaste-metrics-<pid>-<random>``)."""
+    if not name.startswith(METRICS_PREFIX):
+        return None
+    pid, dash, _ = name[len(METRICS_PREFIX) :].partition("-")
+    return int(pid) if dash and pid.isdigit() else None
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it runs
+    return True
 
 
 def _bind_http(settings: Settings) -> socket.socket:
