@@ -187,7 +187,9 @@ class NewEmail:
     from_lookup: str  # the From address's lookup form (the ``from`` filter)
     recipients: list[tuple[str, str]]  # unique (lookup address, kind) pairs
     attachments: list[Attachment]
-    raw: bytes | None  # a relay submission's message, kept as submitted
+    # A relay submission's message, kept as submitted, in parts (header lines the send path
+    # added, then the submitted bytes): joined only where the database needs one buffer.
+    raw: tuple[bytes, ...] | None
 
 
 @dataclass(frozen=True)

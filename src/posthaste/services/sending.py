@@ -457,16 +457,19 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
             await IdempotencyService.record(tx, item.team_id, key, body)
 
 
-def _kept_raw(request: SendRequest, email: Email, added: Mapping[str, str]) -> bytes | None:
+def _kept_raw(
+    request: SendRequest, email: Email, added: Mapping[str, str]
+) -> tuple[bytes, ...] | None:
     """A relay submission's bytes to keep: one without its own Message-ID gets the email's,
-    and the header fields the send path added go on top (signed with the rest on delivery)."""
+    and the header fields the send path added go on top (signed with the rest on delivery).
+    In parts: a large message is not copied to put a line on top of it."""
     raw = request.raw
     if raw is None:
         return None
     on_top = header_lines(added) if added else b""
     if request.message_id is None:
         on_top += with_message_id(b"", email.message_id)
-    return b"".join((on_top, raw)) if on_top else raw  # one copy of a large message
+    return (on_top, raw) if on_top else (raw,)
 
 
 def _pending(items: list[_Item]) -> Iterator[_Item]:

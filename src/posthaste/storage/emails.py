@@ -23,6 +23,7 @@ from posthaste.core.models import (
     Origin,
 )
 from posthaste.core.status import EmailStatus, InvalidTransition, apply_event, can_move
+from posthaste.storage import blobs as blobs_repo
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
@@ -107,7 +108,7 @@ def _email_row(email: Email, from_lookup: str) -> dict[str, Any]:
     }
 
 
-def _blob_row(email: Email, blob_id: str, data: bytes) -> dict[str, Any]:
+def _blob_row(email: Email, blob_id: str, data: tuple[bytes, ...]) -> dict[str, Any]:
     """A ``blobs`` row of the email's team, e.g. the raw message a relay client submitted."""
     return {"id": blob_id, "team_id": email.team_id, "data": data, "created_at": email.created_at}
 
@@ -184,7 +185,8 @@ async def store_accepted(
     now: int,
 ) -> None:
     """Store accepted emails with their recipients, tags, attachments and raw messages, their
-    first events and their jobs: on PostgreSQL one statement (see ``events.insert_events``)."""
+    first events and their jobs: on PostgreSQL one statement (see ``events.insert_events``),
+    with the large blobs written in pieces before it (``storage.blobs``)."""
     rows: dict[Table, list[dict[str, Any]]] = {table: [] for table in _ACCEPTED_TABLES}
     for item in accepted:
         email = item.email
@@ -197,8 +199,13 @@ async def store_accepted(
             blob_rows.append(_blob_row(email, email.raw_blob_id, item.raw))
         rows[blobs].extend(blob_rows)
         rows[attachments].extend(info_rows)
-    also = [*rows.items(), jobs_repo.enqueued(tx, jobs, now)]
-    await events_repo.insert_events(tx, first_events, also)
+    enqueued = jobs_repo.enqueued(tx, jobs, now)
+
+    async def statement(blob_rows: list[dict[str, Any]]) -> None:
+        also = [*{**rows, blobs: blob_rows}.items(), enqueued]
+        await events_repo.insert_events(tx, first_events, also)
+
+    await blobs_repo.store_blobs_with(tx, rows[blobs], statement)
 
 
 # Parents first: each table's rows may refer to those of the tables before it.
@@ -530,15 +537,20 @@ async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -
 
 
 async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> dict[str, str]:
-    """Keep the exact bytes sent of many emails in one statement; {email id: blob id}, for the
-    caller to write as ``raw_blob_id`` with the email's next update (``record_events``)."""
+    """Keep the exact bytes sent of many emails in one statement (a large one on PostgreSQL in
+    pieces before it, ``storage.blobs``); {email id: blob id}, for the caller to write as
+    ``raw_blob_id`` with the email's next update (``record_events``)."""
     if not items:
         return {}
     rows = [(email, new_id(), raw) for email, raw in items]
-    await bulk.insert_rows(
+
+    async def statement(blob_rows: list[dict[str, Any]]) -> None:
+        await bulk.insert_rows(tx, blobs, blob_rows)
+
+    await blobs_repo.store_blobs_with(
         tx,
-        blobs,
         [{"id": b, "team_id": e.team_id, "data": raw, "created_at": now} for e, b, raw in rows],
+        statement,
     )
     return {e.id: b for e, b, _ in rows}
 

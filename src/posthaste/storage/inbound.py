@@ -13,9 +13,9 @@ from posthaste.core.domains import RecordStatus
 from posthaste.core.ids import is_uuid
 from posthaste.core.inbound import ReceivedAttachment, ReceivedEmail
 from posthaste.core.models import Event
+from posthaste.storage import blobs as blobs_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import Forms
 from posthaste.storage.domains import name_owner
 from posthaste.storage.keyset import keyset_page
 from posthaste.storage.tables import (
@@ -67,60 +67,31 @@ class Stored:
 
 async def store_received(tx: Tx, stored: Sequence[Stored]) -> None:
     """Raw messages (once each), records, recipients, attachments and events of many messages:
-    one statement per table (a large raw message on PostgreSQL: in pieces, before it)."""
+    one statement per table (a large raw message on PostgreSQL: in pieces, before it; see
+    ``storage.blobs``)."""
     rows: dict[Any, list[dict[str, Any]]] = {
         table: [] for table in (blobs, received_emails, received_recipients, received_attachments)
     }
-    write_apart = tx.dialect.pick(_WRITE_APART)
     for one in stored:
         item = one.item
-        blob = {
-            "id": item.raw_blob_id,
-            "team_id": item.team_id,
-            "data": one.raw,
-            "created_at": item.created_at,
-        }
-        if not await write_apart(tx, blob):
-            rows[blobs].append(blob)
+        rows[blobs].append(
+            {
+                "id": item.raw_blob_id,
+                "team_id": item.team_id,
+                "data": one.raw,
+                "created_at": item.created_at,
+            }
+        )
         rows[received_emails].append(_row(item))
         rows[received_recipients].extend(_recipient(item, a) for a in one.addresses)
         rows[received_attachments].extend(_attachment_row(item, a) for a in item.attachments)
     events = [event for one in stored for event in one.events]
-    await events_repo.insert_events(tx, events, [(t, r) for t, r in rows.items() if r])
 
+    async def statement(blob_rows: list[dict[str, Any]]) -> None:
+        also = [(t, r) for t, r in {**rows, blobs: blob_rows}.items() if r]
+        await events_repo.insert_events(tx, events, also)
 
-async def _blob_in_pieces(tx: Tx, blob: dict[str, Any]) -> bool:
-    """A blob of ``PIECE_BYTES`` or more, written to a large object a piece at a time and
-    stored from it; True when written. asyncpg holds a bytea parameter about three times while
-    it sends it (its argument buffer, grown by doubling, and its Bind message): a 25 MB message
-    in one statement took about 1.7 times its size more than on SQLite, a piece takes 3 MiB."""
-    data: bytes = blob["data"]
-    if len(data) < PIECE_BYTES:
-        return False
-    view = memoryview(data)
-    [(oid,)] = await tx.fetch_pg("SELECT lo_from_bytea(0, $1::bytea)", bytes(view[:PIECE_BYTES]))
-    for offset in range(PIECE_BYTES, len(data), PIECE_BYTES):
-        piece = bytes(view[offset : offset + PIECE_BYTES])
-        await tx.fetch_pg("SELECT lo_put($1::oid, $2::bigint, $3::bytea)", oid, offset, piece)
-    await tx.fetch_pg(
-        "INSERT INTO blobs (id, team_id, data, created_at)"
-        " VALUES ($1, $2, lo_get($3::oid), $4) RETURNING id",
-        blob["id"],
-        blob["team_id"],
-        oid,
-        blob["created_at"],
-    )
-    await tx.fetch_pg("SELECT lo_unlink($1::oid)", oid)
-    return True
-
-
-async def _in_the_statement(tx: Tx, blob: dict[str, Any]) -> bool:
-    """SQLite binds a blob where it is (its own copy is the library's): nothing apart."""
-    return False
-
-
-PIECE_BYTES = 1024 * 1024
-_WRITE_APART = Forms(postgresql=_blob_in_pieces, sqlite=_in_the_statement)
+    await blobs_repo.store_blobs_with(tx, rows[blobs], statement)
 
 
 def _row(item: ReceivedEmail) -> dict[str, Any]:
