@@ -311,3 +311,51 @@ async def test_a_claim_reads_when_the_next_job_falls_due(services: Services) -> 
     async with services.db.transaction() as tx:
         none = await jobs_repo.claim_due(tx, ["no_such_kind"], "w", now_ms(), 5_000, 10)
     assert none == jobs_repo.Claimed([], None)
+
+
+async def test_jobs_committed_while_a_batch_runs_are_claimed_together(services: Services) -> None:
+    """Woken while a batch runs, the worker lets the jobs gather until it ends (or for
+    ``gather_seconds``) and claims them in one batch, rather than one small batch per commit."""
+    db = Database(services.db.url, services.db.dialect)  # only its own commits wake it
+    release, done = asyncio.Event(), asyncio.Event()
+    batches: list[list[str]] = []
+
+    async def handler(group: list[Job]) -> None:
+        batches.append(sorted(job.ref for job in group))
+        if group[0].ref == "first":
+            await asyncio.wait_for(release.wait(), 30)
+        async with db.transaction() as tx:
+            for job in group:
+                await jobs_repo.finish(tx, job)
+        if sum(map(len, batches)) == 4:
+            done.set()
+
+    async def enqueue(ref: str) -> None:
+        now = now_ms()
+        async with db.transaction() as tx:
+            await jobs_repo.enqueue_many(tx, [jobs_repo.job_row("test_job", ref, None, now, now)])
+
+    worker = Worker(
+        db,
+        {},
+        batch_handlers={"test_job": handler},
+        lease_seconds=30,
+        idle_check=3600,
+        gather_seconds=60,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await enqueue("first")
+        for _ in range(3000):  # until the first batch runs (up to 30 s on a loaded machine)
+            if batches:
+                break
+            await asyncio.sleep(0.01)
+        for i in range(3):
+            await enqueue(f"ref-{i}")  # each commit wakes the worker
+        release.set()
+        await asyncio.wait_for(done.wait(), 30)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+        await db.close()
+    assert batches == [["first"], ["ref-0", "ref-1", "ref-2"]]

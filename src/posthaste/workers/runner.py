@@ -13,9 +13,12 @@ process: 599 and 546 emails/s before, 606 and 604 after, in alternating runs; be
 A claim also reads when the earliest job it left falls due, in the same round trip. After a claim
 that took fewer than a full batch everything due was taken: the runner sleeps until woken or
 that time, rather than claiming again at once or when a batch ends (each an empty claim and a
-read, several per email when mail trickles in one at a time). A batch kind may start its jobs
-inside the claim's own transaction (``BatchStarter``: the delivery's first step), one
-transaction fewer per batch.
+read, several per email when mail trickles in one at a time). Woken while batches of its own
+run, it claims when one of them ends (``GATHER_SECONDS`` at most): mail arriving in a steady
+stream (the relay's group commits, a few messages each) then goes out in batches of what came
+meanwhile, with fewer claims, and fewer empty ones (every commit wakes every worker process).
+A batch kind may start its jobs inside the claim's own transaction (``BatchStarter``: the
+delivery's first step), one transaction fewer per batch.
 
 While a claimed batch runs, a heartbeat extends the leases of its unfinished jobs every third of
 the lease, so a slow job (an SMTP session trying several MX hosts) is never claimed twice; the
@@ -41,6 +44,8 @@ from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database, Tx
 
 log = logging.getLogger(__name__)
+
+GATHER_SECONDS = 0.05  # at most, woken while batches run, before claiming (``Worker._gather``)
 
 Handler = Callable[[Job], Awaitable[None]]
 # Takes every claimed job of its kind at once, so their database writes can be batched.
@@ -73,6 +78,7 @@ class Worker:
         batch_size: int = 32,
         max_batches: int = 4,
         idle_check: float = 30.0,
+        gather_seconds: float = GATHER_SECONDS,
         batch_handlers: Mapping[str, BatchHandler] | None = None,
         batch_starters: Mapping[str, BatchStarter] | None = None,
     ) -> None:
@@ -89,6 +95,7 @@ class Worker:
         self.batch_size = batch_size
         self.max_batches = max_batches
         self.idle_check = idle_check
+        self.gather_seconds = gather_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._wake = asyncio.Event()
         self._stopping = False
@@ -116,6 +123,7 @@ class Worker:
                     task.add_done_callback(running.discard)
                 if len(claim.jobs) < self.batch_size:  # everything due was taken
                     await self._sleep(claim.next_due)
+                    await self._gather(running)
             if running:
                 await asyncio.wait(running)
         finally:
@@ -242,6 +250,13 @@ class Worker:
             log.debug(
                 "%d of %d leases were not extended (released or lost)", len(held) - kept, len(held)
             )
+
+    async def _gather(self, running: set[asyncio.Task[None]]) -> None:
+        """Woken while batches run: let more jobs come in until one of them ends
+        (``gather_seconds`` at most) before claiming them together."""
+        if running and self.gather_seconds > 0 and not self._stopping:
+            first = asyncio.FIRST_COMPLETED
+            await asyncio.wait(running, timeout=self.gather_seconds, return_when=first)
 
     async def _sleep(self, next_due: int | None) -> None:
         """Until a job is committed, or the earliest one left falls due (``idle_check`` at
