@@ -21,10 +21,10 @@ import asyncpg
 import orjson
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage.dialects import Dialect, Forms, Listening
+from posthaste.storage.engine import AsyncConnection, AsyncEngine
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,9 @@ import asyncpg
 from sqlalchemy import ARRAY, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from posthaste.storage.engine import AsyncConnection, AsyncEngine, create_async_engine
 
 if TYPE_CHECKING:
     from posthaste.storage.database import Tx
