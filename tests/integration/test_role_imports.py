@@ -1,6 +1,7 @@
 """What a process of each role loads: a delivery worker never the web stack or SQLAlchemy's
-ORM, an API process never the ORM (each is resident memory in every process the supervisor
-starts; bench/README.md, issue #18). Run in fresh interpreters, as the supervisor starts them."""
+ORM, an API process never the ORM, neither of them asyncpg on SQLite (each is resident memory
+in every process the supervisor starts; bench/README.md, issue #18). Run in fresh
+interpreters, as the supervisor starts them."""
 
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ def test_a_worker_loads_neither_the_web_stack_nor_the_orm(migrated: Path) -> Non
     assert [p for p in WEB_STACK if _loaded(modules, p)] == []
     assert not _loaded(modules, "sqlalchemy.orm")
     assert not _loaded(modules, "lxml")  # until it first turns html into text
+    assert not _loaded(modules, "asyncpg")  # on SQLite
 
 
 def test_an_api_process_loads_no_orm(migrated: Path) -> None:
@@ -95,6 +97,7 @@ def test_an_api_process_loads_no_orm(migrated: Path) -> None:
     assert "fastapi" in modules
     assert not _loaded(modules, "sqlalchemy.orm")
     assert not _loaded(modules, "lxml")
+    assert not _loaded(modules, "asyncpg")
 
 
 def test_the_rest_of_sqlalchemy_ext_asyncio_is_there_when_asked_for() -> None:
