@@ -78,7 +78,7 @@ class Layout:
         """``cores`` worker processes (deliveries are the CPU-bound part), and one API, one
         relay and one inbound SMTP process per four cores (none for an SMTP server whose ports
         are off). Below four cores the API and the SMTP servers share one process: each Python
-        process holds 90-110 MiB whatever it runs, and on two or three cores a process of their
+        process holds 85-130 MiB whatever it runs, and on two or three cores a process of their
         own buys them nothing the workers' lower priority does not (``WORKER_NICENESS``)."""
         smtp = (RELAY if relay else frozenset()) | (INBOUND if inbound else frozenset())
         if cores < FRONT_CORES:

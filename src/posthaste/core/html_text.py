@@ -17,8 +17,12 @@ import html as html_entities
 import re
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from lxml import etree
+# lxml is imported on the first conversion, by the process that builds messages (a delivery
+# worker): an API or SMTP process never converts, and lxml weighs ~3.7 MiB resident in each.
+if TYPE_CHECKING:
+    from lxml import etree
 
 _PARAGRAPH_TAGS = frozenset(
     {"p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "table", "blockquote", "pre", "hr"}
@@ -43,6 +47,8 @@ def html_to_text(html: str) -> str:
 
 
 def _convert(html: str) -> str:
+    from lxml import etree
+
     # Bytes with the encoding given: a <meta charset> or XML declaration in the html is ignored.
     parser = _parser()
     root = etree.fromstring(html.encode("utf-8", "replace"), parser)
@@ -71,6 +77,8 @@ _local = threading.local()  # an lxml parser serves one thread (big messages bui
 def _parser() -> etree.HTMLParser:
     parser: etree.HTMLParser | None = getattr(_local, "parser", None)
     if parser is None:
+        from lxml import etree
+
         parser = etree.HTMLParser(
             encoding="utf-8",
             remove_comments=True,

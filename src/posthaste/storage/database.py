@@ -13,18 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import orjson
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage.dialects import Dialect, Forms, Listening
+from posthaste.storage.engine import AsyncConnection, AsyncEngine
+
+# asyncpg is imported by SQLAlchemy when a PostgreSQL engine connects, and by the PostgreSQL
+# paths here when they run: a process on SQLite never loads it (~2 MiB resident each).
+if TYPE_CHECKING:
+    import asyncpg
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +213,8 @@ class Database:
         dispatcher's claim and group commit). Each statement commits by itself (autocommit)."""
         async with _translate_db_errors(), self.engine.connect() as conn:
             raw = await conn.get_raw_connection()
+            import asyncpg
+
             if not isinstance(raw.driver_connection, asyncpg.Connection):
                 raise RuntimeError("Database.driver() is for PostgreSQL only")
             yield raw.driver_connection
@@ -245,7 +252,7 @@ class Database:
         while not self._closing and self._listen_conn is None:
             try:
                 await self.start_listening()
-            except (OSError, asyncpg.PostgresError):
+            except _postgres_errors(OSError):
                 log.warning("LISTEN connection lost; retrying in %.1fs", delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
@@ -258,7 +265,7 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
             return True
-        except (OSError, DBAPIError, asyncpg.PostgresError):
+        except _postgres_errors(OSError, DBAPIError):
             return False
 
     async def close(self) -> None:
@@ -280,7 +287,7 @@ async def _translate_db_errors() -> AsyncIterator[None]:
     """A database that cannot be reached is 503, never a stack trace."""
     try:
         yield
-    except _UNREACHABLE as exc:
+    except _unreachable() as exc:
         raise ServiceUnavailable("The database is unreachable; retry shortly.") from exc
     except DBAPIError as exc:
         if _is_unavailable(exc):
@@ -288,16 +295,28 @@ async def _translate_db_errors() -> AsyncIterator[None]:
         raise
 
 
-# What a lost or refused connection raises, through SQLAlchemy or (``Tx.driver``) asyncpg itself.
-_UNREACHABLE = (
-    OSError,
-    ConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.PostgresConnectionError,  # the connection is gone (class 08)
-    asyncpg.exceptions.AdminShutdownError,  # the server ended it (57P01)
-    asyncpg.exceptions.CrashShutdownError,  # ... after another backend crashed (57P02)
-    asyncpg.exceptions.TooManyConnectionsError,  # 53300
-)
+def _postgres_errors(*others: type[Exception]) -> tuple[type[Exception], ...]:
+    """``others`` and asyncpg's own error, once asyncpg is loaded (before, nothing can have
+    raised it)."""
+    asyncpg = sys.modules.get("asyncpg")
+    return others if asyncpg is None else (*others, asyncpg.PostgresError)
+
+
+def _unreachable() -> tuple[type[Exception], ...]:
+    """What a lost or refused connection raises, through SQLAlchemy or (``Tx.driver``)
+    asyncpg itself; asyncpg's errors once asyncpg is loaded (on PostgreSQL only)."""
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is None:
+        return (OSError, ConnectionError)
+    return (
+        OSError,
+        ConnectionError,
+        asyncpg.CannotConnectNowError,
+        asyncpg.PostgresConnectionError,  # the connection is gone (class 08)
+        asyncpg.exceptions.AdminShutdownError,  # the server ended it (57P01)
+        asyncpg.exceptions.CrashShutdownError,  # ... after another backend crashed (57P02)
+        asyncpg.exceptions.TooManyConnectionsError,  # 53300
+    )
 
 
 def _gone(driver: asyncpg.Connection | None) -> bool:
@@ -312,7 +331,8 @@ def _is_unavailable(exc: DBAPIError) -> bool:
         return True
     original = exc.orig
     cause = original.__cause__ if original is not None else None
-    if isinstance(original, _UNREACHABLE) or isinstance(cause, _UNREACHABLE):
+    unreachable = _unreachable()
+    if isinstance(original, unreachable) or isinstance(cause, unreachable):
         return True
     if not isinstance(exc, OperationalError):
         return False

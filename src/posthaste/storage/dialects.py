@@ -29,14 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import asyncpg
 from sqlalchemy import ARRAY, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from posthaste.storage.engine import AsyncConnection, AsyncEngine, create_async_engine
+
 if TYPE_CHECKING:
+    import asyncpg
+
     from posthaste.storage.database import Tx
 
 T = TypeVar("T")
@@ -266,6 +268,8 @@ class PostgresDialect:
     async def listen(
         self, url: str, channels: Collection[str], heard: Heard, lost: Lost
     ) -> Listening | None:
+        import asyncpg  # here: a process on SQLite never loads it (storage/database.py)
+
         plain = make_url(url).set(drivername="postgresql")
         conn: asyncpg.Connection = await asyncpg.connect(
             plain.render_as_string(hide_password=False)

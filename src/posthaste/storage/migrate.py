@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from posthaste.storage.dialects import Dialect
+from posthaste.storage.engine import create_async_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -6,9 +6,9 @@ import asyncio
 
 from alembic import context
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from posthaste.storage.dialects import Dialect
+from posthaste.storage.engine import create_async_engine
 from posthaste.storage.tables import metadata
 
 config = context.config
