@@ -212,7 +212,7 @@ class DestinationThrottle:
         pace_us = max(local.interval_us, policy.interval_us)
         # As many slots as sessions wait for one: a slot claimed for a session yet to come
         # is lost to the whole fleet when none comes before it goes stale, and a busy
-        # worker lost a fifth to a quarter of its slots that way (bench/README.md).
+        # worker lost a fifth to nearly a third of its slots that way (bench/README.md).
         count = rules.block_size(pace_us, local.waiting)
         self.claims += 1
         async with self.db.transaction() as tx:
