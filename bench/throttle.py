@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -101,7 +103,8 @@ async def run_worker(args: argparse.Namespace) -> None:
         throttle = services.transports.by_region[settings.default_region].throttle  # type: ignore[attr-defined]
         print(
             f"{args.name}: {throttle.admitted} sessions admitted, {throttle.claims} slot claims,"
-            f" {throttle.holds} holds",
+            f" {throttle.holds} holds, {getattr(throttle, 'slots', '?')} slots claimed,"
+            f" {getattr(throttle, 'given_up', '?')} given up unused",
             flush=True,
         )
         await services.close()
@@ -205,6 +208,12 @@ async def measure(args: argparse.Namespace, backend: Backend) -> float:
                 for worker in workers:
                     worker.wait(120)
                 done = (others_done or 0.0, google_done or 0.0)
+                if args.dump:
+                    times = {
+                        "accepted": [at - started for at in receiver.accepted],
+                        "refused": [at - started for at in receiver.refused],
+                    }
+                    args.dump.write_text(json.dumps(times))
                 await _report(args, services, receiver, sink, done, started)
                 if args.timeline:
                     steps = itertools.pairwise([(0, 0), *timeline])
@@ -236,6 +245,7 @@ async def _report(
         ).scalar()
         sessions = (await tx.conn.execute(select(func.count()).select_from(attempts))).scalar()
         left = (await tx.conn.execute(select(jobs))).all()
+        transcripts = (await tx.conn.execute(select(attempts.c.transcript))).scalars().all()
     accepted = sorted(receiver.accepted)
     per_second: dict[int, int] = {}
     for at in accepted:
@@ -259,6 +269,7 @@ async def _report(
     print(f"421 answered: {len(receiver.refused)}; blocked: {receiver.blocked}")
     print(f"attempt rows: {sessions}, of them held without a session: {held}")
     print(f"most attempts counted on any email: {most}")
+    print(f"what each 421 decided: {dict(_decided(transcripts))}")
     if left:
         now = now_ms()
         print(f"jobs left: {len(left)}, e.g.:")
@@ -276,6 +287,18 @@ async def _report(
         for view in await services.destinations.list(recent=20):
             for reply in reversed(view.recent):
                 print(f"  {view.name} {reply.at - int(started_wall * 1000)} ms: {reply.decision}")
+
+
+def _decided(transcripts: list[Any]) -> collections.Counter[str]:
+    """The throttle's answer to each "slow down", by kind, from the attempts' transcripts."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for lines in transcripts:
+        for line in lines or []:
+            note = line.get("note", "") if isinstance(line, dict) else ""
+            if note.startswith("throttle: ") and " answered " in note:
+                decision = note.split("': ", 1)[-1]
+                kinds[decision.split(" ", 2)[0] + " " + decision.split(" ", 2)[1]] += 1
+    return kinds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -299,6 +322,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds at most")
     parser.add_argument(
         "--ceiling", action="store_true", help="first measure the workers with no limit"
+    )
+    parser.add_argument(
+        "--dump", type=Path, help="write the receiver's accepted and refused times (JSON)"
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print each second's deliveries of both"

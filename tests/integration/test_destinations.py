@@ -255,6 +255,30 @@ async def test_slots_are_claimed_in_blocks_and_never_while_suspended(services: S
         assert [r.reply for r in replies["example.com"]] == ["421 4.7.28 slow"]
 
 
+async def test_the_pace_taken_is_never_measured_across_a_suspension(services: Services) -> None:
+    """A window of sends that a suspension interrupted says nothing of the pace that drew the
+    next "slow down": 40 sent in its first 0.4 s, then 1.5 s suspended, is no 21/s."""
+    start_us = time.time_ns() // 1000
+    start = start_us // 1000
+    async with services.db.transaction() as tx:
+        await repo.ensure(tx, "example.com", ["mx.example.com"], 10_000, start)
+        await repo.claim_slots(tx, "example.com", 1, 10_000, start_us, 10**9)
+        sent_us = start_us + 400_000
+        await repo.claim_slots(tx, "example.com", 1, 10_000, sent_us, 10**9, sent=40)
+        suspension = repo.Suspension(20_000, start + 500, 1, 10_000)
+        await repo.suspend(tx, "example.com", suspension, sent_us // 1000, "421", "halved")
+        after_us = start_us + 1_900_000
+        block = await repo.claim_slots(tx, "example.com", 1, 10_000, after_us, 10**9, sent=1)
+        assert block is not None and block.used_interval_us == 0  # unknown, not 21/s
+        pace = await repo.get(tx, "example.com")
+        assert pace is not None and pace.taken_interval_us(after_us + 300_000) == 300_000
+        # A window begun after the suspension measures again: 20 more in its first 0.4 s.
+        again_us = after_us + 400_000
+        await repo.claim_slots(tx, "example.com", 1, 10_000, again_us, 10**9, sent=19)
+        pace = await repo.get(tx, "example.com")
+        assert pace is not None and pace.taken_interval_us(again_us) == 20_000
+
+
 async def test_only_full_access_keys_see_destinations(
     client: httpx.AsyncClient, tenant: Tenant
 ) -> None:
@@ -343,7 +367,37 @@ async def test_the_rate_taken_not_the_rate_set_is_halved_and_raised(services: Se
     assert "rate 40/s (taken of 100/s set) -> 20/s" in noted.lines[-1]["note"]
     async with services.db.read() as tx:
         pace = await repo.get(tx, "example.org")
-    assert pace is not None and pace.interval_us == 50_000 and pace.ceiling_us == 25_000
+    # 40/s is under half the rate set: 50/s remembered as too fast (``rules.limit_shown``).
+    assert pace is not None and pace.interval_us == 50_000 and pace.ceiling_us == 20_000
+
+
+async def test_a_slow_down_after_a_step_up_is_answered_one_from_before_the_suspension_not(
+    services: Services,
+) -> None:
+    """A reply from a session sent before the last suspension has been answered by it; one
+    from a session sent after it is news, even when the rate was stepped up since."""
+    policy = Policies({"example.net": {"rate": 100.0}})
+    throttle, mx = DestinationThrottle(services.db, policy), ["mx.example.net"]
+    await throttle.admit("example.net", mx, Transcript())
+    now = now_ms()
+    async with services.db.transaction() as tx:  # suspended 3 s ago, stepped up 1 s ago
+        await tx.conn.execute(
+            update(destinations).values(
+                interval_us=20_000, strikes=1, suspended_until=now - 3_000, changed_at=now - 1_000
+            )
+        )
+    slow = _reply(421, "4.7.28 slow down")
+    late = Transcript()
+    late.admitted_at = now - 4_000  # sent before the suspension ended: answered already
+    assert await throttle.observe("example.net", [slow], None, late) is not None
+    assert "let go before the last suspension ended" in late.lines[-1]["note"]
+    fresh = Transcript()
+    fresh.admitted_at = now - 2_000  # sent after it ended, before the step up: news
+    assert await throttle.observe("example.net", [slow], None, fresh) is not None
+    assert "rate 50/s -> 25/s" in fresh.lines[-1]["note"]
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.net")
+    assert pace is not None and pace.interval_us == 40_000 and pace.suspended_until > now
 
 
 async def test_mail_for_a_busy_destination_is_held_before_it_starts(

@@ -126,6 +126,10 @@ def test_the_rate_taken_bounds_the_rate_halved_and_the_steps_up() -> None:
     assert rules.too_fast(2_500, 10_000) == 10_000  # 400/s set, 100/s taken: 100/s
     assert rules.too_fast(10_000, 5_000) == 10_000  # a burst above the rate set: the rate set
     assert rules.too_fast(10_000, 0) == 10_000  # unknown
+    # Remembered as too fast: the pace taken, at least half the rate set.
+    assert rules.limit_shown(10_000, 12_000) == 12_000  # 83/s taken of 100/s set
+    assert rules.limit_shown(10_000, 65_000) == 20_000  # 15/s taken of 100/s: 50/s
+    assert rules.limit_shown(10_000, 0) == 10_000
     assert rules.in_use(10_000, 12_000)  # 83 % of the rate
     assert not rules.in_use(10_000, 13_000)  # 77 %
     assert not rules.in_use(10_000, 0)

@@ -35,6 +35,8 @@ class RecipientReply:
     # Held by its IP pool's warm-up cap (our own limit, not a receiver's): it waits up to the
     # maximum queue age rather than the retry schedule.
     warmup_cap: bool = False
+    # The destination (``core/destinations``) whose throttle or policy holds it, when held.
+    destination: str | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class Transcript:
         self.lines: list[dict[str, Any]] = []
         # The conversation's id: its first note, and in every log line logged during it.
         self.session_id = uuid.uuid4().hex
+        # When a throttle let the session go (epoch ms): what its replies answer for, which
+        # may be long after the transcript began (waiting for a slot, a connection).
+        self.admitted_at: int | None = None
         self.note(f"session {self.session_id}")
 
     def elapsed_ms(self) -> int:

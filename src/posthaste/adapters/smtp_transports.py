@@ -369,7 +369,8 @@ class MxTransport:
         hosts it names and over verified TLS; the TLS outcomes are recorded for the reports."""
         decision = await self.tls_policies.policy_for(domain, transcript)
         if decision.hold_until is not None:  # its first policy is being fetched
-            return _held(envelope, decision.hold_until, f"MTA-STS policy of {domain}"), None
+            reason = f"MTA-STS policy of {domain}"
+            return _held(envelope, decision.hold_until, reason, destination), None
         outcomes: list[TlsOutcome] = []
         try:
             hosts = _policy_hosts(domain, decision, hosts, transcript, outcomes)
@@ -392,10 +393,11 @@ class MxTransport:
         """The session, when the destination's throttle lets it go; held mail is not sent."""
         admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
         if admission.hold_until is not None:
-            return _held(envelope, admission.hold_until, admission.reason), None
+            return _held(envelope, admission.hold_until, admission.reason, destination), None
         source = await self.sources.pick(envelope.pool, transcript)
         if source.hold_until is not None:
-            return _held(envelope, source.hold_until, source.reason, warmup=True), None
+            held = _held(envelope, source.hold_until, source.reason, destination, warmup=True)
+            return held, None
         cap = self._caps.setdefault(destination, asyncio.Semaphore(admission.max_connections))
         most = admission.messages_per_connection
         try:
@@ -410,11 +412,15 @@ class MxTransport:
             if until is None:
                 raise
             failed = _everyone(envelope.recipients, exc.code, exc.text, True)
-            return [dataclasses.replace(r, hold_until=until) for r in failed], None
+            return [
+                dataclasses.replace(r, hold_until=until, destination=destination) for r in failed
+            ], None
         until = await self.throttle.observe(destination, replies, None, transcript)
         if until is not None:
             replies = [
-                dataclasses.replace(r, hold_until=until) if 400 <= r.code < 500 else r
+                dataclasses.replace(r, hold_until=until, destination=destination)
+                if 400 <= r.code < 500
+                else r
                 for r in replies
             ]
         return replies, host
@@ -554,13 +560,22 @@ def _reachable_from(source: str | None, address: str) -> bool:
 
 
 def _held(
-    envelope: Envelope, until: int, reason: str, *, warmup: bool = False
+    envelope: Envelope, until: int, reason: str, destination: str, *, warmup: bool = False
 ) -> list[RecipientReply]:
     """Every recipient held unsent until ``until``: no attempt counted (the job postponed).
     ``warmup``: held by its pool's warm-up cap, our own limit rather than a receiver's."""
     text = f"4.7.0 Held by Posthaste: {reason}"
     return [
-        RecipientReply(r, 451, text, True, hold_until=until, held_unsent=True, warmup_cap=warmup)
+        RecipientReply(
+            r,
+            451,
+            text,
+            True,
+            hold_until=until,
+            held_unsent=True,
+            warmup_cap=warmup,
+            destination=destination,
+        )
         for r in envelope.recipients
     ]
 

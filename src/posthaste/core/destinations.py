@@ -206,6 +206,16 @@ def too_fast(interval_us: int, taken_us: int) -> int:
     return max(interval_us, taken_us)
 
 
+def limit_shown(interval_us: int, taken_us: int) -> int:
+    """What a "slow down" shows of the receiver's limit, to remember as too fast: the pace
+    taken (``too_fast``), but never less than half the rate set. The pace taken is counted
+    from what each worker reports at its next claim, so a second's count can miss a worker's
+    block; far under the rate set, it says more about the count than about the receiver
+    (15/s measured for a "slow down" at 97/s set, from a receiver that takes 50/s, kept the
+    rate under 15/s for a minute), and halving the rate set is what a "slow down" teaches."""
+    return min(too_fast(interval_us, taken_us), 2 * interval_us)
+
+
 def in_use(interval_us: int, taken_us: int) -> bool:
     """Whether the fleet takes most of the rate set (at least 80 %): only then does steady
     success say anything about a faster one."""
@@ -217,11 +227,11 @@ def strikes_after(strikes: int, suspended_until: int, now_ms: int) -> int:
     return 1 if now_ms - suspended_until > CALM_MS else strikes + 1
 
 
-def block_size(interval_us: int, recent_demand: int) -> int:
-    """How many slots a process claims at once: what it used in the last quarter second (at
-    least one), at most a quarter second of the rate, at most 64."""
+def block_size(interval_us: int, waiting: int) -> int:
+    """How many slots a process claims at once: one for each of its sessions waiting for a
+    slot (at least one), at most a quarter second of the rate, at most 64."""
     quarter = max(1, (US // 4) // max(interval_us, 1))
-    return max(1, min(recent_demand, quarter, 64))
+    return max(1, min(waiting, quarter, 64))
 
 
 def state_of(interval_us: int, suspended_until: int, policy: Policy, now_ms: int) -> str:

@@ -67,6 +67,7 @@ from posthaste.services.delivery_rules import (
     held_until,
     hold_note,
     hold_reason,
+    holding_reply,
     log_hold,
     noted,
     sender_domain,
@@ -254,7 +255,7 @@ class DeliveryService:
             for (job, busy), turn in zip(items, turns, strict=True):
                 held.append((job, turn))
                 reasons.append(busy.reason)
-                log_hold(job.ref, turn, busy.reason)
+                log_hold(job.ref, turn, busy.reason, busy.destination)
         async with self.db.transaction() as tx:
             await jobs_repo.postpone_many(tx, held, reasons)
         postponed = {job.id for job, _ in held}
@@ -518,7 +519,7 @@ class DeliveryService:
         writes.postponed.append((job, held))
         writes.hold_reasons.append(reason)
         writes.uncounted[email.id] = item.attempt.number - 1
-        log_hold(email.id, held, reason)
+        log_hold(email.id, held, reason, holding_reply(replies, verdicts).destination)
 
     def _patient(self, reply: RecipientReply, age: int) -> bool:
         """Whether a reply holding its mail (a busy destination, a "slow down", a pool's cap)

@@ -101,11 +101,16 @@ def held_until(
     return min(r.hold_until for r in deferred if r.hold_until is not None)
 
 
+def holding_reply(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> RecipientReply:
+    """The deferred reply that holds the mail: the one with the earliest time to go."""
+    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
+    return min(deferred, key=lambda r: r.hold_until or 0)
+
+
 def hold_reason(replies: list[RecipientReply], verdicts: dict[str, Verdict]) -> str:
     """Why the mail is held: ours (a busy destination, a pool's cap), or the receiver's
     "slow down" that made its destination busy."""
-    deferred = [r for r in replies if verdicts[r.recipient].outcome is Outcome.DEFERRED]
-    reply = min(deferred, key=lambda r: r.hold_until or 0)
+    reply = holding_reply(replies, verdicts)
     if reply.held_unsent:
         return reply.text.removeprefix(HELD_PREFIX)
     return f"the receiver answered {reply.code} {reply.text}"
@@ -148,11 +153,13 @@ def noted(report: DeliveryReport, note: str) -> DeliveryReport:
     return DeliveryReport(report.replies, sessions)
 
 
-def log_hold(email_id: str, until: int, reason: str) -> None:
-    """One line per hold, at debug: a busy destination holds thousands a minute."""
+def log_hold(email_id: str, until: int, reason: str, destination: str | None) -> None:
+    """One line per hold, at debug: a hold writes no attempt (it must stay cheap: a busy
+    destination holds thousands a minute), so this line is where each one can be seen."""
     if log.isEnabledFor(logging.DEBUG):
         at = ms_to_datetime(until).strftime("%H:%M:%S.%f")[:-3] + "Z"
-        log.debug("email %s held until %s: %s", email_id, at, reason)
+        where = destination or "?"
+        log.debug("email %s held until %s for %s: %s", email_id, at, where, reason)
 
 
 class SenderFacts:

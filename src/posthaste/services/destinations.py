@@ -40,7 +40,6 @@ from posthaste.storage import destinations as repo
 from posthaste.storage.database import Database
 
 HORIZON_MS = 500  # wait for a slot at most this long; beyond, hold the mail
-DEMAND_WINDOW_US = 250_000  # slots used this recently size the next block
 PRESSED_US = 1_000_000  # the rate is raised only when it held mail back this recently
 STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
 # Held mail's turns are this fraction of the destination's interval apart (at the pace it is
@@ -59,8 +58,7 @@ class _Local:
     """What this process knows of a destination between two statements."""
 
     slots: collections.deque[int] = field(default_factory=collections.deque)
-    used: collections.deque[int] = field(default_factory=collections.deque)
-    waiting: int = 0
+    waiting: int = 0  # sessions in ``admit`` now: the size of the next block
     interval_us: int = 0
     strikes: int = 0
     changed_at: int = 0
@@ -73,6 +71,7 @@ class _Local:
     successes: int = 0
     failures: collections.deque[int] = field(default_factory=collections.deque)
     known: bool = False  # its row exists with these MX hosts
+    given_up: int = 0  # slots claimed and never used (too late to use)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def take(self, now_us: int) -> int | None:
@@ -80,15 +79,14 @@ class _Local:
         # would be a burst above the rate.
         while self.slots and self.slots[0] < now_us - STALE_SLOT_US:
             self.slots.popleft()
+            self.given_up += 1
         if not self.slots:
             return None
-        self.used.append(now_us)
         return self.slots.popleft()
 
-    def demand(self, now_us: int) -> int:
-        while self.used and now_us - self.used[0] > DEMAND_WINDOW_US:
-            self.used.popleft()
-        return len(self.used) + self.waiting
+    def give_up(self) -> None:
+        self.given_up += len(self.slots)
+        self.slots.clear()
 
 
 class DestinationThrottle:
@@ -108,6 +106,12 @@ class DestinationThrottle:
         self.claims = 0
         self.admitted = 0
         self.holds = 0  # mail held back: before its start (``busy``, ``hold``) or at ``admit``
+        self.slots = 0  # slots claimed
+
+    @property
+    def given_up(self) -> int:
+        """Slots claimed and never used: too late to use, or cleared by a decision."""
+        return sum(local.given_up for local in self._local.values())
 
     def _policy(self, destination: str) -> Policy:
         found = self._policies.get(destination)
@@ -175,6 +179,7 @@ class DestinationThrottle:
                 return await self._held(destination, held, transcript)
         else:
             transcript.note(f"throttle: {destination} at {rate}")
+        transcript.admitted_at = _now_us() // 1000
         return Admission(policy.max_connections, policy.messages_per_connection)
 
     async def _held(self, destination: str, held: Admission, transcript: Transcript) -> Admission:
@@ -205,7 +210,10 @@ class DestinationThrottle:
                 await repo.ensure(tx, name, mx_hosts, policy.interval_us, now_us // 1000)
             local.known = True
         pace_us = max(local.interval_us, policy.interval_us)
-        count = rules.block_size(pace_us, local.demand(now_us))
+        # As many slots as sessions wait for one: a slot claimed for a session yet to come
+        # is lost to the whole fleet when none comes before it goes stale, and a busy
+        # worker lost a fifth to nearly a third of its slots that way (bench/README.md).
+        count = rules.block_size(pace_us, local.waiting)
         self.claims += 1
         async with self.db.transaction() as tx:
             block = await repo.claim_slots(
@@ -226,8 +234,8 @@ class DestinationThrottle:
         local.changed_at, local.taken_us = block.changed_at, block.used_interval_us
         if block.start_us > now_us:
             local.pressed_at = now_us
+        self.slots += block.count
         local.slots.extend(block.start_us + i * block.step_us for i in range(block.count))
-        local.used.append(now_us)
         return local.slots.popleft()
 
     @staticmethod
@@ -256,7 +264,7 @@ class DestinationThrottle:
             pace.changed_at,
         )
         local.ceiling_us = pace.ceiling_us
-        local.slots.clear()
+        local.give_up()
         if pace.suspended_until > now_us // 1000:
             until = local.suspended_until = pace.suspended_until
             return self._hold(name, local, until, f"suspended until {_clock(until)}")
@@ -324,7 +332,7 @@ class DestinationThrottle:
         suspension stands); the time the deferred mail waits until."""
         local = self._local.setdefault(name, _Local())
         now = _now_us() // 1000
-        began = now - transcript.elapsed_ms()
+        began = transcript.admitted_at or now - transcript.elapsed_ms()
         async with self.db.transaction() as tx:
             pace = await repo.get(tx, name, for_update=True)
             if pace is None:
@@ -332,11 +340,13 @@ class DestinationThrottle:
             if pace.suspended_until > now:
                 until = pace.suspended_until
                 decision = f"already suspended until {_clock(until)}"
-            elif pace.strikes > 0 and began < pace.changed_at:
-                # Sent before the last decision (a reply slow to come back): that decision
-                # has answered it already, and halving again would punish one burst twice.
+            elif began < pace.suspended_until:
+                # Let go before the last suspension ended, so sent before it began (no slot
+                # is given while suspended) or during it by a worker that did not know yet:
+                # that decision has answered it already, and halving again would punish one
+                # burst twice. Not the last change: a step up since is no answer to it.
                 until = now
-                decision = "from a session begun before the last decision; no new one"
+                decision = "from a session let go before the last suspension ended; no new one"
             else:
                 strikes = rules.strikes_after(pace.strikes, pace.suspended_until, now)
                 until = now + rules.backoff_ms(strikes, self.rng)
@@ -347,7 +357,8 @@ class DestinationThrottle:
                 if too_fast > max(pace.interval_us, policy.interval_us):
                     nominal = rules.US / max(pace.interval_us, policy.interval_us)
                     before = f"{before} (taken of {rules.format_rate(nominal)} set)"
-                ceiling = rules.remembered_ceiling(pace.ceiling_us, too_fast)
+                drew = rules.limit_shown(max(pace.interval_us, policy.interval_us), taken)
+                ceiling = rules.remembered_ceiling(pace.ceiling_us, drew)
                 decision = (
                     f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
                     f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes}); "
@@ -358,7 +369,7 @@ class DestinationThrottle:
                 local.interval_us, local.strikes, local.changed_at = slower, strikes, now
                 local.ceiling_us = ceiling
         local.suspended_until, local.successes = until, 0
-        local.slots.clear()
+        local.give_up()
         (turn,) = await self.hold(name, until, 1)
         transcript.note(
             f"throttle: {name} answered {reply!r}: {decision}; the deferred mail waits "
@@ -396,7 +407,8 @@ class DestinationThrottle:
             )
             local.interval_us, local.changed_at = faster, now
             local.strikes = max(local.strikes - 1, 0)
-            local.slots.clear()
+            # The slots claimed already stay: they are at the slower pace, and given up they
+            # would be lost to the whole fleet (the row has moved past them).
         else:
             local.changed_at = now  # someone else moved it: learn it at the next claim
 

@@ -42,10 +42,13 @@ class Pace:
 
     def taken_interval_us(self, now_us: int) -> int:
         """The pace actually taken lately: the last window's, or the current one's once it is
-        a quarter second long, whichever was faster; 0 when unknown."""
+        a quarter second long (and began after the last suspension: none is sent while
+        suspended), whichever was faster; 0 when unknown."""
         paces = [self.used_interval_us] if self.used_interval_us > 0 else []
-        if self.window_slots > 0 and now_us - self.window_us >= WINDOW_US // 4:
-            paces.append((now_us - self.window_us) // self.window_slots)
+        current = now_us - self.window_us
+        after = self.window_us >= self.suspended_until * 1000
+        if self.window_slots > 0 and current >= WINDOW_US // 4 and after:
+            paces.append(current // self.window_slots)
         return min(paces, default=0)
 
 
@@ -84,10 +87,15 @@ _ROLL = _c.window_us <= _int("now_us") - WINDOW_US
 _MEASURE = {
     "window_us": case((_ROLL, _int("now_us")), else_=_c.window_us),
     "window_slots": case((_ROLL, _int("sent")), else_=_c.window_slots + _int("sent")),
-    # The mean interval over the window just ended; unknown after an idle spell.
+    # The mean interval over the window just ended; unknown after an idle spell or across
+    # a suspension (its idle time is no pace taken: measured with it, a "slow down" just
+    # after a suspension would be taken for one at a fraction of the pace that drew it).
     "used_interval_us": case(
         (
-            _ROLL & (_c.window_us > _int("now_us") - 2 * WINDOW_US) & (_c.window_slots > 0),
+            _ROLL
+            & (_c.window_us > _int("now_us") - 2 * WINDOW_US)
+            & (_c.window_us >= _c.suspended_until * 1000)
+            & (_c.window_slots > 0),
             (_int("now_us") - _c.window_us) // _c.window_slots,
         ),
         (_ROLL, 0),
