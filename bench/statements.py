@@ -1,9 +1,12 @@
 """``python -m bench.statements``: what one ``POST /emails`` (and one batch) asks of the database.
 
 Runs the app in-process (httpx's ASGI transport, no network) and lists every statement,
-transaction boundary and pool checkout that one request causes, per backend. Each line is at
-least one round trip: to PostgreSQL over the socket, or to the aiosqlite connection thread
-(SQLAlchemy's aiosqlite adapter makes 3-4 thread round trips per statement).
+transaction boundary and pool checkout that one request causes, per backend. On PostgreSQL
+each line is at least one round trip over the socket. On SQLite the lines are what SQLite ran
+(sqlite3's trace callback): a statement sent through SQLAlchemy costs 3-4 round trips to the
+aiosqlite connection thread, while the statements a repository sends together on the
+connection's thread (``Tx.run_sqlite``: the batched inserts, events with their fan-out) and
+``BEGIN`` share one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import httpx
 from sqlalchemy import event
+from sqlalchemy.util import await_only
 
 from bench import payload, server
 from posthaste.api.app import create_app
@@ -30,10 +34,28 @@ def _listen(engine: Any, log: list[str]) -> None:
     def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
         log.append(" ".join(sql.split())[:90])
 
-    event.listen(engine, "before_cursor_execute", statement)
-    event.listen(engine, "commit", lambda _conn: log.append("COMMIT"))
-    event.listen(engine, "rollback", lambda _conn: log.append("ROLLBACK"))
-    event.listen(engine.pool, "checkout", lambda *_: log.append("(pool checkout)"))
+    def ran(sql: str) -> None:
+        # An executemany shows its rows one by one, their values expanded: one line for them.
+        line = " ".join(sql.split())
+        head = line.partition(" VALUES (")[0][:70]
+        if log and " VALUES (" in line and log[-1].startswith(head + " VALUES (... x"):
+            rows = int(log[-1].rpartition(" x")[2].rstrip(")")) + 1
+            log[-1] = f"{head} VALUES (... x{rows})"
+        elif " VALUES (" in line:
+            log.append(f"{head} VALUES (... x1)")
+        else:
+            log.append(line[:90])
+
+    def checkout(dbapi_conn: Any, *_: Any) -> None:
+        log.append("(pool checkout)")
+        if engine.dialect.name == "sqlite":  # what SQLite runs, however it was sent
+            await_only(dbapi_conn.driver_connection.set_trace_callback(ran))
+
+    if engine.dialect.name != "sqlite":
+        event.listen(engine, "before_cursor_execute", statement)
+        event.listen(engine, "commit", lambda _conn: log.append("COMMIT"))
+        event.listen(engine, "rollback", lambda _conn: log.append("ROLLBACK"))
+    event.listen(engine.pool, "checkout", checkout)
 
 
 async def trace(settings: Settings) -> dict[str, list[str]]:

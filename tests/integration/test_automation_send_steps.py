@@ -6,7 +6,7 @@ and hands the batch to ``StepRunner.run_steps``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +18,7 @@ from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
 from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
+from posthaste.storage import bulk
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.tables import automation_run_steps, automation_runs, jobs
 from tests.conftest import Tenant, make_tenant
@@ -93,18 +94,26 @@ async def step_jobs(services: Services) -> list[str]:
 @contextmanager
 def email_inserts(services: Services) -> Iterator[list[str]]:
     """The statements inserting into ``emails`` while the block runs (on PostgreSQL one that
-    also stores their events and jobs)."""
+    also stores their events and jobs; on SQLite an ``executemany`` on the connection's
+    thread, with the other inserts of its unit, ``bulk.run_sqlite_inserts``)."""
     seen: list[str] = []
 
     def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
         if INSERTS_EMAILS.search(sql):
             seen.append(sql)
 
+    def sqlite_inserts(statements: Sequence[bulk.SqliteInsert], connection: Any) -> None:
+        seen.extend(sql for sql, _ in statements if INSERTS_EMAILS.search(sql))
+        run_sqlite_inserts(statements, connection)
+
     engine = services.db.engine.sync_engine
     event.listen(engine, "before_cursor_execute", statement)
+    run_sqlite_inserts = bulk.run_sqlite_inserts
+    bulk.run_sqlite_inserts = sqlite_inserts  # type: ignore[assignment]
     try:
         yield seen
     finally:
+        bulk.run_sqlite_inserts = run_sqlite_inserts  # type: ignore[assignment]
         event.remove(engine, "before_cursor_execute", statement)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.util import await_only
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import new_id, now_ms
@@ -27,8 +28,9 @@ Operation = Callable[[Database, str], Awaitable[Any]]
 
 
 def _record_statements(db: Database) -> list[str]:
-    """Every statement sent from now on: through SQLAlchemy, and (PostgreSQL) straight on the
-    asyncpg connections under it."""
+    """Every statement sent from now on: through SQLAlchemy, and straight on the driver
+    connections under it (asyncpg's query logger; sqlite3's trace callback, for what runs on
+    the connection's thread through ``Tx.run_sqlite``)."""
     seen: list[str] = []
 
     def sent(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
@@ -38,6 +40,8 @@ def _record_statements(db: Database) -> list[str]:
         driver = dbapi_conn.driver_connection
         if hasattr(driver, "add_query_logger"):
             driver.add_query_logger(lambda query: seen.append(query.query))
+        else:
+            await_only(driver.set_trace_callback(seen.append))
 
     event.listen(db.engine.sync_engine, "before_cursor_execute", sent)
     event.listen(db.engine.sync_engine.pool, "checkout", checkout)

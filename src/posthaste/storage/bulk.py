@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ TableRows = tuple[Table, Sequence[Row]]
 Part = tuple[Table, tuple[str, ...], Sequence[Row]]  # one INSERT: a table, its columns, rows
 Shape = tuple[tuple[Table, tuple[str, ...]], ...]  # what an INSERT statement's text depends on
 _Processor = Callable[[Any], Any] | None
+SqliteInsert = tuple[str, list[tuple[Any, ...]]]  # an INSERT and its rows' parameters
 
 
 async def insert_rows(tx: Tx, table: Table, rows: Sequence[Row]) -> None:
@@ -61,8 +63,46 @@ async def _insert_postgres(tx: Tx, parts: Sequence[Part]) -> None:
 
 
 async def _insert_sqlite(tx: Tx, parts: Sequence[Part]) -> None:
-    for table, _, group in parts:
-        await tx.conn.execute(table.insert(), group)
+    await tx.run_sqlite(functools.partial(run_sqlite_inserts, sqlite_inserts(tx, parts)))
+
+
+def sqlite_inserts(tx: Tx, parts: Sequence[Part]) -> list[SqliteInsert]:
+    """SQLite: each part's INSERT and its rows' parameters, bind-processed as SQLAlchemy
+    would (JSON serialised as the engine does), for ``run_sqlite_inserts``."""
+    found = []
+    for table, columns, group in parts:
+        sql, processors = _sqlite_insert_sql(tx.conn.dialect, table, columns)
+        found.append((sql, _tuples(group, columns, processors)))
+    return found
+
+
+def run_sqlite_inserts(statements: Sequence[SqliteInsert], connection: sqlite3.Connection) -> None:
+    """On the connection's thread (``Tx.run_sqlite``): every INSERT, one ``executemany`` each."""
+    for sql, params in statements:
+        connection.executemany(sql, params)
+
+
+@functools.cache
+def _sqlite_insert_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...]
+) -> tuple[str, list[_Processor]]:
+    marks = ", ".join("?" for _ in columns)
+    processors: list[_Processor] = [
+        table.c[name].type._cached_bind_processor(dialect) for name in columns
+    ]
+    return f"{insert_into(dialect, table, columns)} VALUES ({marks})", processors
+
+
+def _tuples(
+    rows: Sequence[Row], columns: Sequence[str], processors: Sequence[_Processor]
+) -> list[tuple[Any, ...]]:
+    return [
+        tuple(
+            row[name] if process is None else process(row[name])
+            for name, process in zip(columns, processors, strict=True)
+        )
+        for row in rows
+    ]
 
 
 _INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)

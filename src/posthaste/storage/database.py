@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from posthaste.errors import ServiceUnavailable
-from posthaste.storage.dialects import Dialect, Forms, Listening
+from posthaste.storage.dialects import Dialect, Forms, Listening, run_on_connection_thread
 from posthaste.storage.engine import AsyncConnection, AsyncEngine
 
 # asyncpg is imported by SQLAlchemy when a PostgreSQL engine connects, and by the PostgreSQL
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Listener = Callable[[], None]
 JOBS_CHANNEL = "posthaste_jobs"
 KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
@@ -74,6 +76,17 @@ class Tx:
         if self.driver is not None:
             return list(await self.driver.fetch(sql, *params))
         return list((await self.conn.exec_driver_sql(sql, params)).all())
+
+    async def run_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """SQLite: ``work(connection)`` in the unit's transaction, on the connection's own
+        thread, in one hop. Through SQLAlchemy, every statement costs three hops to aiosqlite's
+        thread and back (a cursor, the statement, closing the cursor), each a wake-up of the
+        thread and of the event loop: a group of statements sent as one costs one. Errors are
+        SQLAlchemy's, as a statement sent through ``conn`` raises them."""
+        if not self.conn.in_transaction():
+            await self.conn.begin()
+        raw = await self.conn.get_raw_connection()
+        return await run_on_connection_thread(raw.driver_connection, work)
 
     def unsent(self) -> list[str]:
         """The channels to wake that no statement has notified yet, in a stable order."""

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
@@ -32,7 +34,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from sqlalchemy import ARRAY, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+from sqlalchemy.util import await_only
 
 from posthaste.storage.engine import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -178,9 +182,15 @@ class SqliteDialect:
 
     def create_engine(self, url: str, pool_size: int, **options: Any) -> AsyncEngine:
         # Connections are threads of aiosqlite's; writers are serialised anyway.
-        engine = create_async_engine(url, pool_size=8, max_overflow=8, **options)
+        # The pool's own reset is a rollback whenever a connection comes back outside a
+        # transaction SQLAlchemy ended itself (after every ``engine.begin()`` unit: a hop to
+        # the connection's thread for nothing); ``_sqlite_on_reset`` rolls back only what is open.
+        engine = create_async_engine(
+            url, pool_size=8, max_overflow=8, pool_reset_on_return=None, **options
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
+        event.listen(engine.sync_engine.pool, "reset", _sqlite_on_reset)
         return engine
 
     def write_lock(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -333,6 +343,23 @@ class WritersLock:
         return fd
 
 
+async def run_on_connection_thread(driver: Any, work: Callable[[sqlite3.Connection], T]) -> T:
+    """``work(connection)`` on the thread of an aiosqlite connection (``driver``), queued
+    after whatever it runs now: one hop there and back. aiosqlite has no public call for it;
+    this is its own queue, which SQLAlchemy's aiosqlite adapter uses in the same way (to set
+    the isolation level). sqlite3's errors come back as SQLAlchemy's (``DBAPIError``), as
+    they do through a statement SQLAlchemy sends."""
+    try:
+        result: T = await driver._execute(functools.partial(_call, work, driver))
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
+    return result
+
+
+def _call(work: Callable[[sqlite3.Connection], T], driver: Any) -> T:
+    return work(driver._conn)
+
+
 def _nobody(channels: Collection[str]) -> None:
     return None
 
@@ -429,7 +456,19 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
 
 def _sqlite_on_begin(conn: Any) -> None:
     # BEGIN IMMEDIATE for writes: two writers never deadlock upgrading a read lock to a write one.
-    if conn.get_execution_options().get("sqlite_read"):
-        conn.exec_driver_sql("BEGIN")
-    else:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # Sent in one hop to the connection's thread (``exec_driver_sql`` takes three).
+    read = conn.get_execution_options().get("sqlite_read")
+    begin = functools.partial(_execute, "BEGIN" if read else "BEGIN IMMEDIATE")
+    await_only(run_on_connection_thread(conn.connection.driver_connection, begin))
+
+
+def _sqlite_on_reset(dbapi_conn: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
+    # What the pool's rollback-on-return was for: a connection never goes back to the pool
+    # with a transaction open (a write one would hold the database's write lock).
+    driver = record.driver_connection
+    if state.asyncio_safe and not state.transaction_was_reset and driver and driver.in_transaction:
+        dbapi_conn.rollback()
+
+
+def _execute(statement: str, connection: sqlite3.Connection) -> None:
+    connection.execute(statement)

@@ -68,9 +68,8 @@ async def _insert_postgres(tx: Tx, items: Sequence[Event], also: Sequence[bulk.T
 
 
 async def _insert_sqlite(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
-    await bulk.insert_tables(tx, also)
-    await bulk.insert_rows(tx, events, [event_row(event) for event in items])
-    await webhook_fanout.fan_out(tx, items)
+    parts = bulk.insert_parts([*also, (events, [event_row(event) for event in items])])
+    await webhook_fanout.insert_events_and_fan_out(tx, items, bulk.sqlite_inserts(tx, parts))
 
 
 _INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)

@@ -1,51 +1,67 @@
 """Webhook fan-out: each event becomes one delivery per enabled endpoint of its team that
 subscribes to its type, in the transaction that records the event (``events.insert_events``).
 
-Two forms, which ``events.insert_events`` picks by dialect: ``fan_out`` reads the endpoints and
-inserts the deliveries after the events are stored (SQLite); ``insert_events_fanned_out`` does
-all of it, with the rows stored alongside and the wake-ups, in one statement (PostgreSQL).
+Two forms, which ``events.insert_events`` picks by dialect: ``insert_events_and_fan_out``
+stores the events with the rows alongside and reads the endpoints in one hop to the
+connection's thread, then inserts the deliveries if there are any (SQLite);
+``insert_events_fanned_out`` does all of it, with the wake-ups, in one statement (PostgreSQL).
 """
 
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+import orjson
 from sqlalchemy.engine import Dialect
 
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus
 from posthaste.storage import bulk
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
-from posthaste.storage.tables import events, webhook_deliveries, webhooks
+from posthaste.storage.tables import events, webhook_deliveries
 
 CHANNEL = WEBHOOKS_CHANNEL
 PENDING = DeliveryStatus.PENDING.value
 
 
-async def fan_out(tx: Tx, items: Sequence[Event]) -> None:
-    """One delivery per enabled endpoint subscribed to each event's type; two statements at most.
-
-    A team without webhooks costs one indexed lookup and nothing else.
-    """
-    team_ids = {event.team_id for event in items}
-    query = select(webhooks.c.id, webhooks.c.team_id, webhooks.c.events).where(
-        webhooks.c.team_id.in_(team_ids), webhooks.c.enabled.is_(True)
-    )
-    subscribed = (await tx.conn.execute(query)).all()
-    if not subscribed:
-        return
+async def insert_events_and_fan_out(
+    tx: Tx, items: Sequence[Event], inserts: Sequence[bulk.SqliteInsert]
+) -> None:
+    """SQLite: run ``inserts`` (the events' rows and what they record, ``bulk.sqlite_inserts``)
+    and read the endpoints of the events' teams in one hop to the connection's thread; then
+    one delivery per enabled endpoint subscribed to each event's type, in a second hop only
+    where there are any. A team without webhooks costs one indexed lookup and nothing else."""
+    team_ids = sorted({event.team_id for event in items})
+    work = functools.partial(_insert_and_read_endpoints, inserts, team_ids)
+    subscribed = await tx.run_sqlite(work)
     rows = [
-        _delivery_row(hook.id, event)
+        _delivery_row(hook_id, event)
         for event in items
-        for hook in subscribed
-        if hook.team_id == event.team_id and event.type in hook.events
+        for hook_id, team_id, types in subscribed
+        if team_id == event.team_id and event.type in types
     ]
     if rows:
         await bulk.insert_rows(tx, webhook_deliveries, rows)
         tx.notify(CHANNEL)
+
+
+def _insert_and_read_endpoints(
+    inserts: Sequence[bulk.SqliteInsert], team_ids: Sequence[str], connection: sqlite3.Connection
+) -> list[tuple[str, str, list[str]]]:
+    """On the connection's thread: the inserts, then each enabled endpoint of ``team_ids``
+    as (id, team, event types)."""
+    bulk.run_sqlite_inserts(inserts, connection)
+    cursor = connection.execute(_sqlite_endpoints_sql(len(team_ids)), team_ids)
+    return [(hook_id, team_id, orjson.loads(types)) for hook_id, team_id, types in cursor]
+
+
+@functools.cache
+def _sqlite_endpoints_sql(teams: int) -> str:
+    marks = ", ".join("?" for _ in range(teams))
+    return f"SELECT id, team_id, events FROM webhooks WHERE team_id IN ({marks}) AND enabled = 1"
 
 
 async def insert_events_fanned_out(
