@@ -111,6 +111,33 @@ async def imported(services: Services, team_id: str, count: int) -> float:
     return time.perf_counter() - started
 
 
+class Spent:
+    """CPU seconds used from its start: the worker's process tree, this process (the API in
+    the baseline; polls otherwise) and, on PostgreSQL, the bench database's own backends."""
+
+    def __init__(self, worker_pid: int) -> None:
+        self.worker_pid = worker_pid
+        self.worker = cpu.tree_seconds(worker_pid)
+        self.bench = cpu.process_seconds(os.getpid())
+        self.backends = {pid: cpu.process_seconds(pid) for pid in cpu.postgres_pids()}
+
+    async def per_email_ms(self, services: Services, count: int) -> dict[str, float]:
+        """CPU milliseconds per email of each, since the start."""
+        spent = {
+            "worker": cpu.tree_seconds(self.worker_pid) - self.worker,
+            "bench": cpu.process_seconds(os.getpid()) - self.bench,
+            "database": await cpu.database_backends_seconds(services.db, self.backends),
+        }
+        return {name: 1000 * seconds / count for name, seconds in spent.items()}
+
+
+def delivered_count(team_id: str) -> Any:
+    """The team's delivered emails, counted in its status index: a poll that costs next to
+    nothing beside what it measures."""
+    mine = (emails.c.team_id == team_id) & (emails.c.status == "delivered")
+    return select(func.count()).select_from(emails).where(mine)
+
+
 async def scalar(services: Services, query: Any) -> Any:
     async with services.db.read() as tx:
         return (await tx.conn.execute(query)).scalar()
@@ -177,10 +204,13 @@ async def email_lags(services: Services, team_id: str, due: dict[str, int]) -> d
     }
 
 
-async def plain_batch(services: Services, count: int, senders: int = 4) -> dict[str, Any]:
+async def plain_batch(
+    services: Services, worker_pid: int, count: int, senders: int = 4
+) -> dict[str, Any]:
     """The pipeline's rate: ``count`` plain emails, all due at once, through ``POST
     /emails/batch`` (100 a request, ``senders`` requests at a time) to the same worker."""
     team_id, token, _ = await bench_team(services)
+    spent = Spent(worker_pid)
     chunks = [
         [plain_email(n) for n in range(first, min(first + 100, count))]
         for first in range(0, count, 100)
@@ -198,13 +228,12 @@ async def plain_batch(services: Services, count: int, senders: int = 4) -> dict[
 
         due = now_ms()
         await asyncio.gather(*(sender() for _ in range(senders)))
-    done = select(func.count()).where(
-        events.c.team_id == team_id, events.c.type == "email.delivered"
-    )
-    await reached(services, done, count)
+    await reached(services, delivered_count(team_id), count)
+    cpu_ms = await spent.per_email_ms(services, count)
     async with services.db.read() as tx:
         ids = (await tx.conn.execute(select(emails.c.id).where(emails.c.team_id == team_id))).all()
-    return await email_lags(services, team_id, {email_id: due for (email_id,) in ids})
+    lags = await email_lags(services, team_id, {email_id: due for (email_id,) in ids})
+    return {**lags, "cpu_ms": cpu_ms}
 
 
 async def run_dues(services: Services, team_id: str, delay_ms: int) -> dict[str, int]:
@@ -233,7 +262,10 @@ async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -
         if args.runs:
             result = await _with_worker(args, settings, services, data_dir)
         if args.statements:
-            result["in_process"] = await in_process(services, args.statements, args.compare)
+            batches = [int(size) for size in args.batch.split(",")]
+            result["in_process"] = await in_process(
+                services, args.statements, args.compare, batches
+            )
         return result
     finally:
         await services.close()
@@ -257,7 +289,7 @@ async def _with_worker(
     try:
         await asyncio.sleep(3)  # the worker is up and idle
         idle = cpu.memory(cpu.tree_pids(worker.pid)).rss
-        baseline = await plain_batch(services, args.runs)
+        baseline = await plain_batch(services, worker.pid, args.runs)
         return {
             **await _runs(args, services, worker),
             "idle_rss_mib": idle / 2**20,
@@ -274,7 +306,7 @@ async def _runs(
     team_id, _, principal = await bench_team(services)
     await services.automations.create(principal, parse_new_automation(graph(args.delay)))
     import_seconds = await imported(services, team_id, args.runs)
-    started = time.monotonic()
+    started, imported_at = time.monotonic(), now_ms()
     waiting_rss = 0
 
     def sampled() -> None:
@@ -283,15 +315,19 @@ async def _runs(
 
     mine = emails.c.team_id == team_id
     await reached(services, select(func.count()).where(mine), 1, sampled)
+    spent = Spent(worker.pid)
     queued = await scalar(services, select(func.count()).select_from(jobs))
-    done = select(func.count()).where(
-        automation_runs.c.team_id == team_id, automation_runs.c.status == "completed"
-    )
-    await reached(services, done, args.runs)
-    runs_done = time.monotonic() - started
-    delivered = select(func.count()).where(mine, emails.c.status == "delivered")
-    await reached(services, delivered, args.runs)
+    await reached(services, delivered_count(team_id), args.runs)
     all_delivered = time.monotonic() - started
+    cpu_ms = await spent.per_email_ms(services, args.runs)
+    runs = automation_runs.c
+    ended = select(func.count(), func.max(runs.completed_at)).where(
+        runs.team_id == team_id, runs.status == "completed"
+    )
+    async with services.db.read() as tx:
+        completed, last_completed = (await tx.conn.execute(ended)).one()
+    assert completed == args.runs, (completed, args.runs)
+    runs_done = (last_completed - imported_at) / 1000
     due = await run_dues(services, team_id, int(parse_duration(args.delay) * 1000))
     return {
         "runs": args.runs,
@@ -300,21 +336,26 @@ async def _runs(
         "jobs_when_due": queued,
         "runs_done_seconds": runs_done,
         "delivered_seconds": all_delivered,
-        "lags": await email_lags(services, team_id, due),
+        "lags": {**await email_lags(services, team_id, due), "cpu_ms": cpu_ms},
     }
 
 
-async def in_process(services: Services, runs: int, compare: bool) -> list[dict[str, Any]]:
-    """``runs`` send steps executed in this process, their statements counted; with
-    ``compare``, each batch in one transaction and each job on its own, alternating (a batch
-    first, then one by one, then each again, so that a box getting busier or quieter weighs on
-    both)."""
-    modes = [True, False, True, False] if compare else [True]
-    results = [await _counted_steps(services, runs, together) for together in modes]
-    return results
+async def in_process(
+    services: Services, runs: int, compare: bool, batches: list[int]
+) -> list[dict[str, Any]]:
+    """``runs`` send steps executed in this process, their statements and CPU counted, claimed
+    ``batches[0]`` at a time; with several ``batches``, once with each size, then each again
+    (so that a box getting busier or quieter weighs on each); with ``compare``, each batch in
+    one transaction and each job on its own, alternating the same way."""
+    sizes = [(True, size) for size in batches]
+    if compare:
+        sizes.append((False, batches[0]))
+    return [await _counted_steps(services, runs, *mode) for mode in [*sizes, *sizes]]
 
 
-async def _counted_steps(services: Services, runs: int, together: bool) -> dict[str, Any]:
+async def _counted_steps(
+    services: Services, runs: int, together: bool, batch: int
+) -> dict[str, Any]:
     team_id, _, principal = await bench_team(services)
     await services.automations.create(principal, parse_new_automation(graph(None)))
     await imported(services, team_id, runs)
@@ -323,6 +364,7 @@ async def _counted_steps(services: Services, runs: int, together: bool) -> dict[
         services.db,
         {},
         lease_seconds=300,
+        batch_size=batch,
         batch_handlers={JobKind.AUTOMATION_STEP: services.automation_steps.run_steps},
     )
     counts = {"statements": 0, "commits": 0}
@@ -336,6 +378,7 @@ async def _counted_steps(services: Services, runs: int, together: bool) -> dict[
     engine = services.db.engine.sync_engine
     event.listen(engine, "before_cursor_execute", statement)
     event.listen(engine, "commit", commit)
+    spent = Spent(os.getpid())
     started = time.perf_counter()
     try:
         executed = await worker.run_until_idle()
@@ -344,8 +387,16 @@ async def _counted_steps(services: Services, runs: int, together: bool) -> dict[
         event.remove(engine, "before_cursor_execute", statement)
         event.remove(engine, "commit", commit)
         services.automation_steps.together = True
+    cpu_ms = await spent.per_email_ms(services, runs)
     assert executed == runs, (executed, runs)
-    return {"together": together, "runs": runs, "seconds": took, **counts}
+    return {
+        "together": together,
+        "batch": batch,
+        "runs": runs,
+        "seconds": took,
+        "cpu_ms": cpu_ms,
+        **counts,
+    }
 
 
 def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
@@ -353,15 +404,17 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         _report_worker(args, result)
     measured = result.get("in_process", [])
     if measured:
-        print(f"\nIn process ({args.backend}), one claimed batch (32 jobs) at a time, "
+        print(f"\nIn process ({args.backend}), one claimed batch at a time, "
               "contact.created → send_email:\n")  # fmt: skip
-        print("| send steps | statements per step | commits per step | steps/s |")
-        print("|---|---:|---:|---:|")
+        print("| send steps | batch | statements per step | commits per step | steps/s | "
+              "CPU ms per step: bench / database |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|")
     for item in measured:
         how = "batch in one transaction" if item["together"] else "each job on its own"
-        count = item["runs"]
-        print(f"| {count:,} {how} | {item['statements'] / count:.1f} | "
-              f"{item['commits'] / count:.2f} | {count / item['seconds']:,.0f} |")  # fmt: skip
+        count, spent = item["runs"], item["cpu_ms"]
+        print(f"| {count:,} {how} | {item['batch']} | {item['statements'] / count:.1f} | "
+              f"{item['commits'] / count:.2f} | {count / item['seconds']:,.0f} | "
+              f"{spent['worker']:.2f} / {spent['database']:.2f} |")  # fmt: skip
 
 
 def _report_worker(args: argparse.Namespace, result: dict[str, Any]) -> None:
@@ -378,13 +431,18 @@ def _report_worker(args: argparse.Namespace, result: dict[str, Any]) -> None:
     print(f"| import → every email delivered (capture) | {result['delivered_seconds']:.1f} s |")
     print(f"\nLag from due (a delay's end; for the baseline, the first POST) to accepted and "
           f"to delivered, {runs:,} emails each:\n")  # fmt: skip
-    print("| emails | to accepted p50 / p99 | to delivered p50 / p99 | delivered/s |")
-    print("|---|---:|---:|---:|")
+    print("| emails | to accepted p50 / p99 | to delivered p50 / p99 | delivered/s | "
+          "CPU ms per email: worker / bench / database |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|")
     for name, lags in (("POST /emails/batch (baseline)", result["baseline"]),
                        ("automation send steps", result["lags"])):  # fmt: skip
+        spent = lags["cpu_ms"]
         print(f"| {name} | {lags['accepted_p50']:.1f} / {lags['accepted_p99']:.1f} s | "
               f"{lags['delivered_p50']:.1f} / {lags['delivered_p99']:.1f} s | "
-              f"{lags['per_second']:,.0f} |")  # fmt: skip
+              f"{lags['per_second']:,.0f} | {spent['worker']:.2f} / {spent['bench']:.2f} / "
+              f"{spent['database']:.2f} |")  # fmt: skip
+    ratio = result["lags"]["per_second"] / result["baseline"]["per_second"]
+    print(f"\nratio (send steps' emails delivered/s over the baseline's): {ratio:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -396,6 +454,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay", default="1m")
     parser.add_argument(
         "--statements", type=int, default=500, help="in-process send steps to count (0: none)"
+    )
+    parser.add_argument(
+        "--batch",
+        default="256",
+        help="in process: jobs a claim takes (a comma list: each size in turn)",
     )
     parser.add_argument(
         "--compare", action="store_true", help="in process: grouped and one-by-one send steps"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import now_ms
+from posthaste.core.jobs import Handoff
 from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Tx
@@ -132,5 +133,43 @@ async def test_a_failing_starter_leaves_its_batch_to_the_handler(services: Servi
     assert await worker.run_until_idle() == 3
     # Claimed once (the failed claim rolled back), by the handler, nothing half-started.
     assert sorted(handled) == [(f"batched-{i}", 1) for i in range(3)]
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0
+
+
+async def test_handed_off_jobs_run_next_ahead_of_jobs_due_before_them(services: Services) -> None:
+    """A batch hands off the jobs it made due (an automation batch's deliveries): the worker
+    claims them at once and runs them before the jobs that fell due earlier, which a claim in
+    due order would take first; a handed-off job already gone is skipped."""
+    await _enqueue(services, "maker", 3)
+    ran: list[str] = []
+
+    async def make(jobs: list[Job]) -> Handoff:
+        ran.extend(job.ref for job in jobs)
+        now = now_ms()
+        refs = [f"made-by-{job.ref}" for job in jobs]
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish_many(tx, jobs)
+            await jobs_repo.enqueue_many(
+                tx, [jobs_repo.job_row("made", r, None, now, now) for r in refs]
+            )
+        return Handoff("made", [*refs, "never-made"])
+
+    async def made(jobs: list[Job]) -> None:
+        ran.extend(job.ref for job in jobs)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish_many(tx, jobs)
+
+    worker = Worker(
+        services.db,
+        {},
+        lease_seconds=60,
+        batch_size=1,
+        batch_handlers={"maker": make, "made": made},
+    )
+    assert await worker.run_until_idle() == 6
+    assert ran == [
+        "maker-0", "made-by-maker-0", "maker-1", "made-by-maker-1", "maker-2", "made-by-maker-2"
+    ]  # fmt: skip
     async with services.db.read() as tx:
         assert await jobs_repo.depth(tx) == 0

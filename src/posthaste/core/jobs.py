@@ -6,6 +6,8 @@ Each kind's handler lives in its own module under ``workers/`` and is registered
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -25,3 +27,13 @@ class JobKind(StrEnum):
     UPLOAD_TLS_REPORT = "upload_tls_report"
     # fetch a recipient domain's MTA-STS policy, RFC 8461 (workers/mta_sts.py)
     REFRESH_MTA_STS = "refresh_mta_sts"
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Jobs a batch made due, by kind and ref, for the worker that ran it to claim at once and
+    run next, rather than queue them behind every job due before them: the deliveries of the
+    emails a batch of automation steps accepted (``workers/runner.py``)."""
+
+    kind: str
+    refs: Sequence[str]

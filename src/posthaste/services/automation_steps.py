@@ -12,7 +12,9 @@ on its own, in a transaction of its own, so that one bad step holds up only itse
 A run goes on from one step to the next in the same batch while its next step is ready (a
 delay that ended goes straight on to the email after it), until it waits, ends, or comes to an
 email. The batch's emails then go through the send path together (``SendingService.accept_each_in``:
-one suppression check per team, one insert for the lot), and the runs go on after them.
+one suppression check per team, one insert for the lot), and the runs go on after them. Once
+the batch committed, their deliveries are handed off to the worker (``core/jobs.Handoff``),
+which takes them at once instead of after every step job due before them.
 
 ``delay`` and ``wait_for_event`` are due times: the step's row is written ``running`` and the
 job is put back, due when the delay ends (or the wait times out); an awaited event moves the job
@@ -40,6 +42,7 @@ from posthaste.core.automations import ConnectionType, Graph, Step, StepType
 from posthaste.core.contacts import Contact, parse_contact_changes
 from posthaste.core.events import EventType
 from posthaste.core.ids import now_ms
+from posthaste.core.jobs import Handoff, JobKind
 from posthaste.core.models import Email, Job, KeyMode, Origin, Sender
 from posthaste.core.send_request import SendRequest, parse_send_request
 from posthaste.errors import PosthasteError, RecipientSuppressed, ServiceUnavailable
@@ -129,29 +132,33 @@ class StepRunner:
         self._graphs: OrderedDict[str, Graph] = OrderedDict()  # a version never changes
         self._graph_room = graphs
 
-    async def run_steps(self, jobs: list[Job]) -> None:
+    async def run_steps(self, jobs: list[Job]) -> Handoff:
         """The claimed ``automation_step`` jobs, together in one transaction; if that fails,
         each on its own (module docstring). A job whose step raises comes back when its lease
-        runs out."""
+        runs out. Hands off the deliveries of the emails the steps accepted, for the worker to
+        take at once."""
         if self.together and len(jobs) > 1:
             try:
-                await self._run_batch(jobs)
-                return
+                return _deliveries(await self._run_batch(jobs))
             except ServiceUnavailable:
                 raise
             except Exception:
                 log.warning(
                     "%d automation steps failed together; one by one", len(jobs), exc_info=True
                 )
+        accepted: list[str] = []
         for job in jobs:
             try:
-                await self._run_batch([job])
+                accepted += await self._run_batch([job])
             except ServiceUnavailable:
                 raise
             except Exception:
                 log.exception("automation step job %s (run %s) failed", job.id, job.ref)
+        return _deliveries(accepted)
 
-    async def _run_batch(self, jobs: list[Job]) -> None:
+    async def _run_batch(self, jobs: list[Job]) -> list[str]:
+        """The jobs' steps in one transaction; the ids of the emails accepted, once committed."""
+        accepted: list[str] = []
         async with self.db.transaction() as tx:
             batch = await StepBatch.load(tx, jobs, now_ms())
             sends: list[_Send] = []
@@ -161,8 +168,9 @@ class StepRunner:
                 if send is not None:
                     sends.append(send)
             while sends:
-                sends = await self._send_together(batch, sends)
+                sends = await self._send_together(batch, sends, accepted)
             await batch.write()
+        return accepted
 
     async def _begun(self, batch: StepBatch, job: Job) -> _Walk | None:
         """The job's run to go on with; None when it has ended or is to end (cancelled, its
@@ -212,18 +220,25 @@ class StepRunner:
             walk = _recorded(context, outcome)
         return None
 
-    async def _send_together(self, batch: StepBatch, sends: list[_Send]) -> list[_Send]:
-        """Accept the prepared emails in one go and record their steps; the runs go on, up to
-        their next emails (returned)."""
+    async def _send_together(
+        self, batch: StepBatch, sends: list[_Send], accepted: list[str]
+    ) -> list[_Send]:
+        """Accept the prepared emails in one go (their ids added to ``accepted``) and record
+        their steps; the runs go on, up to their next emails (returned)."""
         items = [(send.sender, send.request) for send in sends]
-        accepted = await self.sending.accept_each_in(batch.tx, Origin.AUTOMATION, items)
+        outcomes = await self.sending.accept_each_in(batch.tx, Origin.AUTOMATION, items)
+        accepted += [email.id for email in outcomes if isinstance(email, Email)]
         following: list[_Send] = []
-        for send, outcome in zip(sends, accepted, strict=True):
+        for send, outcome in zip(sends, outcomes, strict=True):
             walk = _recorded(send.context, _sent(outcome))
             after = await self._walk(batch, walk)
             if after is not None:
                 following.append(after)
         return following
+
+
+def _deliveries(email_ids: list[str]) -> Handoff:
+    return Handoff(JobKind.DELIVER_EMAIL, email_ids)
 
 
 def _recorded(context: _Context, outcome: Outcome) -> _Walk | None:

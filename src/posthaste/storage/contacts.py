@@ -13,7 +13,6 @@ from sqlalchemy import (
     delete,
     func,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -143,11 +142,15 @@ async def get_contact(
 
 async def get_contacts(tx: Tx, keys: Collection[tuple[str, str]]) -> dict[str, Contact]:
     """The contacts of several ``(team_id, contact_id)`` in one statement, by id (the deleted
-    ones left out)."""
-    if not keys:
+    ones left out). Looked up by id alone, the team checked on the rows: with the team in the
+    query, PostgreSQL read every contact of the team through its team index while the table's
+    statistics were missing (just after an import, 22 ms instead of 0.06 ms for 8 contacts)."""
+    wanted = set(keys)
+    if not wanted:
         return {}
-    query = select(contacts).where(tuple_(contacts.c.team_id, contacts.c.id).in_(sorted(set(keys))))
-    return {row.id: contact_of(row) for row in await tx.conn.execute(query)}
+    query = select(contacts).where(contacts.c.id.in_(sorted({c for _, c in wanted})))
+    rows = await tx.conn.execute(query)
+    return {row.id: contact_of(row) for row in rows if (row.team_id, row.id) in wanted}
 
 
 async def update_contact(tx: Tx, contact: Contact) -> bool:

@@ -147,6 +147,29 @@ async def claim(
     return _jobs((await tx.conn.execute(query)).all())
 
 
+async def claim_refs(
+    tx: Tx, kind: str, refs: Sequence[str], worker: str, now: int, lease_ms: int
+) -> list[Job]:
+    """Claim the due jobs of ``kind`` for these ``refs`` (by the ``(ref, kind)`` index, not in
+    due order), skipping those another claim holds: the jobs a worker's own batch just made
+    due, taken at once (``workers/runner.Handoff``)."""
+    if not refs:
+        return []
+    due = (
+        select(jobs.c.id)
+        .where(jobs.c.ref.in_(refs), jobs.c.kind == kind, jobs.c.available_at <= now)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    query = (
+        update(jobs)
+        .where(jobs.c.id.in_(due))
+        .values(available_at=now + lease_ms, attempts=jobs.c.attempts + 1, locked_by=worker)
+        .returning(*_RETURNED)
+    )
+    return _jobs((await tx.conn.execute(query)).all())
+
+
 async def finish(tx: Tx, job: Job) -> bool:
     """Delete a job we still hold; False when our lease was lost to another worker."""
     query = delete(jobs).where(jobs.c.id == job.id, jobs.c.attempts == job.attempts)

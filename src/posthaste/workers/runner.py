@@ -20,6 +20,14 @@ meanwhile, with fewer claims, and fewer empty ones (every commit wakes every wor
 A batch kind may start its jobs inside the claim's own transaction (``BatchStarter``: the
 delivery's first step), one transaction fewer per batch.
 
+A batch kind's handler may hand off the jobs its batch made due (``core/jobs.Handoff``): the
+runner claims them at once by their refs and runs them in the same batch slot. The emails a
+batch of automation steps accepted are delivered right after its commit, as an API's emails are
+when the API commits them, instead of after every step job due before them: a flood of steps
+and the deliveries of the mail they already accepted overlap (``bench/automations.py``), and
+since a slot delivers its own batch's mail before taking more steps, the steps go no faster
+than their mail goes out.
+
 While a claimed batch runs, a heartbeat extends the leases of its unfinished jobs every third of
 the lease, so a slow job (an SMTP session trying several MX hosts) is never claimed twice; the
 lease only bounds how long the jobs of a crashed worker wait. A batch done within a third of the
@@ -38,6 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from posthaste.core.ids import now_ms
+from posthaste.core.jobs import Handoff
 from posthaste.core.models import Job
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage import jobs as jobs_repo
@@ -48,9 +57,10 @@ log = logging.getLogger(__name__)
 GATHER_SECONDS = 0.05  # at most, woken while batches run, before claiming (``Worker._gather``)
 
 Handler = Callable[[Job], Awaitable[None]]
-# Takes every claimed job of its kind at once, so their database writes can be batched.
-BatchHandler = Callable[[list[Job]], Awaitable[None]]
-BatchRun = Callable[[], Awaitable[None]]
+# Takes every claimed job of its kind at once, so their database writes can be batched; may
+# hand off the jobs the batch made due, for this worker to take at once.
+BatchHandler = Callable[[list[Job]], Awaitable[Handoff | None]]
+BatchRun = Callable[[], Awaitable[Handoff | None]]
 # Starts a claimed batch inside the claim's transaction and returns what runs the rest of it
 # after commit; None leaves the batch to the kind's ``BatchHandler``. If it raises, the claim
 # rolls back with it, and the jobs are claimed again for their ``BatchHandler``.
@@ -158,12 +168,17 @@ class Worker:
             await asyncio.sleep(1)
             return _Claim()
 
-    async def _claim_and_start(self, starters: Mapping[str, BatchStarter]) -> _Claim:
+    async def _claim_and_start(
+        self, starters: Mapping[str, BatchStarter], handoff: Handoff | None = None
+    ) -> _Claim:
         async with self.db.transaction() as tx:
-            found = await jobs_repo.claim_due(
-                tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
-            )
-            claim = _Claim(found.jobs, found.next_due)
+            if handoff is None:
+                found = await jobs_repo.claim_due(
+                    tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
+                )
+                claim = _Claim(found.jobs, found.next_due)
+            else:
+                claim = _Claim(await self._claim_handed(tx, handoff))
             for kind, start in starters.items():
                 group = [job for job in claim.jobs if job.kind == kind]
                 if not group:
@@ -177,6 +192,25 @@ class Worker:
                 if run is not None:
                     claim.started[kind] = run
         return claim
+
+    async def _claim_handed(self, tx: Tx, handoff: Handoff) -> list[Job]:
+        if handoff.kind not in self.kinds:
+            return []  # another worker's kind: it claims them in due order
+        refs = list(handoff.refs)
+        return await jobs_repo.claim_refs(
+            tx, handoff.kind, refs, self.name, now_ms(), self.lease_ms
+        )
+
+    async def _take(self, handoff: Handoff) -> None:
+        """Claim the handed-off jobs and run them as a claimed batch of their own. If the claim
+        fails they are left due, for any worker's next claim."""
+        try:
+            claim = await self._claim_and_start(self.batch_starters, handoff)
+        except _StartFailed as exc:
+            log.error("starting handed-off jobs failed; they run apart", exc_info=exc.__cause__)
+            claim = await self._claim_and_start({}, handoff)
+        if claim.jobs:
+            await self._run_all(claim)
 
     async def _run_all(self, claim: _Claim) -> None:
         jobs = claim.jobs
@@ -198,8 +232,9 @@ class Worker:
             await heartbeat
 
     async def _run_batch(self, run: BatchRun, group: list[Job], held: dict[int, Job]) -> None:
+        handoff = None
         try:
-            await run()
+            handoff = await run()
         except ServiceUnavailable as exc:  # the database is away: no stack trace, it will return
             log.warning("a batch of %d %s jobs waits: %s", len(group), group[0].kind, exc.message)
         except Exception:
@@ -212,6 +247,15 @@ class Worker:
             self.processed += len(group)
             for job in group:
                 held.pop(job.id, None)
+        if handoff is not None and handoff.refs:
+            try:
+                await self._take(handoff)
+            except ServiceUnavailable as exc:
+                log.warning("%d handed-off %s jobs wait: %s", len(handoff.refs), handoff.kind,
+                            exc.message)  # fmt: skip
+            except Exception:
+                log.exception("taking %d handed-off %s jobs failed; they stay due",
+                              len(handoff.refs), handoff.kind)  # fmt: skip
 
     async def _run_one(self, job: Job, held: dict[int, Job]) -> None:
         try:
