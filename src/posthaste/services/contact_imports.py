@@ -111,10 +111,25 @@ class ContactImportService:
         return page
 
     async def run(self, job: Job) -> None:
-        """The ``import_contacts`` job: the import's parts not yet in, one transaction each."""
+        """The ``import_contacts`` job: the import's parts not yet in, one transaction each.
+
+        The next part is read and parsed while the database writes the current one: on
+        PostgreSQL the job's time is this process's CPU and the server's one after the other,
+        and the parsing, a fifth of ours, need not wait for the server (nor the server for
+        it). At most two parts are held at a time."""
         item = await self._begin(job)
-        while item is not None and item.status is ImportStatus.RUNNING:
-            item = await self._import_next_part(item, job)
+        reading: asyncio.Task[PartLines] | None = None
+        try:
+            while item is not None and item.status is ImportStatus.RUNNING:
+                if reading is None:
+                    reading = self._read_task(item, item.next_part)
+                lines = await reading
+                following = item.next_part + 1
+                reading = self._read_task(item, following) if following < item.parts else None
+                item = await self._import_next_part(item, job, lines)
+        finally:
+            if reading is not None:
+                await _discard(reading)
 
     async def _begin(self, job: Job) -> ContactImport | None:
         """The import to go on with, marked running; None when there is nothing to do."""
@@ -132,10 +147,11 @@ class ContactImportService:
                 await repo.save_progress(tx, item)
             return item
 
-    async def _import_next_part(self, item: ContactImport, job: Job) -> ContactImport | None:
-        """Write the next part; the import as it then stands, or None when another worker
-        has moved it meanwhile (this one's lease ran out)."""
-        lines = await self._read_part(item)
+    async def _import_next_part(
+        self, item: ContactImport, job: Job, lines: PartLines
+    ) -> ContactImport | None:
+        """Write the next part (its ``lines``); the import as it then stands, or None when
+        another worker has moved it meanwhile (this one's lease ran out)."""
         for _ in range(RACE_RETRIES):
             try:
                 async with self.db.transaction() as tx:
@@ -144,11 +160,14 @@ class ContactImportService:
                 continue
         raise RuntimeError(f"contact import {item.id}: addresses kept being taken meanwhile")
 
-    async def _read_part(self, item: ContactImport) -> PartLines:
+    def _read_task(self, item: ContactImport, seq: int) -> asyncio.Task[PartLines]:
+        return asyncio.create_task(self._read_part(item, seq))
+
+    async def _read_part(self, item: ContactImport, seq: int) -> PartLines:
         async with self.db.read() as tx:
-            part = await repo.read_part(tx, item.id, item.next_part)
+            part = await repo.read_part(tx, item.id, seq)
         if part is None:
-            raise RuntimeError(f"contact import {item.id}: part {item.next_part} is missing")
+            raise RuntimeError(f"contact import {item.id}: part {seq} is missing")
         first_line, data = part
         columns = parse_header(item.header)
         return [parse_line(columns, record) for record in read_csv(data, first_line)]
@@ -218,6 +237,14 @@ class ContactImportService:
         await repo.save_progress(tx, item)
         await repo.delete_parts(tx, item.id)
         await jobs_repo.finish(tx, job)
+
+
+async def _discard(task: asyncio.Task[PartLines]) -> None:
+    """Stop a part read ahead that is no longer wanted, and collect how it ended."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()
 
 
 def _progressed(
