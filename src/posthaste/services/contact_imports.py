@@ -46,10 +46,6 @@ PartLines = Sequence[ImportedLine | LineError]
 RACE_RETRIES = 3  # a part redone when a contact's address was taken while it was planned
 
 
-class _AddressTaken(Exception):
-    """Another request created one of the part's contacts meanwhile (PostgreSQL): redo it."""
-
-
 class ContactImportService:
     """Start a team's imports, show them, and run their jobs."""
 
@@ -156,7 +152,7 @@ class ContactImportService:
             try:
                 async with self.db.transaction() as tx:
                     return await self._store_part(tx, item, lines, job)
-            except _AddressTaken:
+            except contacts_repo.AddressTaken:
                 continue
         raise RuntimeError(f"contact import {item.id}: addresses kept being taken meanwhile")
 
@@ -208,14 +204,20 @@ class ContactImportService:
         outcome = plan_part(item.team_id, good, existing, item.on_conflict, now)
         created = list(outcome.created.values())
         updated = list(outcome.updated.values())
-        if not await contacts_repo.insert_contacts(tx, created):
-            raise _AddressTaken
+        new_ids = {contact.id for contact in created}
+        # The new contacts and their memberships go in with their events: on PostgreSQL one
+        # statement (three round trips fewer per part); the existing contacts' memberships,
+        # which may be there already, by themselves.
+        stored_with = [
+            contacts_repo.inserted(created),
+            segments_repo.new_memberships(item.team_id, item.segment_ids, new_ids, now),
+        ]
+        async with contacts_repo.new_addresses():
+            await contacts_created(tx, created, now, stored_with)
         await contacts_repo.update_contacts(tx, updated)
-        await contacts_created(tx, created, now)
         await record_contact_events(tx, updated, EventType.CONTACT_UPDATED, now)
-        await segments_repo.add_memberships(
-            tx, item.team_id, item.segment_ids, outcome.contact_ids, now
-        )
+        others = [contact_id for contact_id in outcome.contact_ids if contact_id not in new_ids]
+        await segments_repo.add_memberships(tx, item.team_id, item.segment_ids, others, now)
         return outcome
 
     async def _fail(
