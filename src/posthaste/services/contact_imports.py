@@ -41,9 +41,11 @@ from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import segments as segments_repo
 from posthaste.storage.database import Database, Tx
+from posthaste.storage.dialects import Forms
 
 PartLines = Sequence[ImportedLine | LineError]
 RACE_RETRIES = 3  # a part redone when a contact's address was taken while it was planned
+READ_AHEAD = Forms(postgresql=True, sqlite=False)  # the next part parsed while one is written
 
 
 class ContactImportService:
@@ -109,11 +111,13 @@ class ContactImportService:
     async def run(self, job: Job) -> None:
         """The ``import_contacts`` job: the import's parts not yet in, one transaction each.
 
-        The next part is read and parsed while the database writes the current one: on
-        PostgreSQL the job's time is this process's CPU and the server's one after the other,
-        and the parsing, a fifth of ours, need not wait for the server (nor the server for
-        it). At most two parts are held at a time."""
+        On PostgreSQL the next part is read and parsed while the server writes the current
+        one: the job's time is this process's CPU and the server's one after the other, and
+        the parsing, a fifth of ours, need not wait for the server (nor the server for it).
+        At most two parts are held at a time. Not on SQLite, where it made the job slower
+        (bench/README.md, Contact imports)."""
         item = await self._begin(job)
+        ahead = self.db.dialect.pick(READ_AHEAD)
         reading: asyncio.Task[PartLines] | None = None
         try:
             while item is not None and item.status is ImportStatus.RUNNING:
@@ -121,7 +125,8 @@ class ContactImportService:
                     reading = self._read_task(item, item.next_part)
                 lines = await reading
                 following = item.next_part + 1
-                reading = self._read_task(item, following) if following < item.parts else None
+                ahead_ok = ahead and following < item.parts
+                reading = self._read_task(item, following) if ahead_ok else None
                 item = await self._import_next_part(item, job, lines)
         finally:
             if reading is not None:
