@@ -14,6 +14,7 @@ from posthaste.bootstrap import Services
 from posthaste.core import contact_imports as core
 from posthaste.core.ids import now_ms
 from posthaste.services.contact_imports import ContactImportService
+from posthaste.storage import contacts as contacts_repo
 from posthaste.storage.tables import contact_import_parts, contact_imports, contacts, jobs
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import events_of
@@ -113,6 +114,35 @@ async def test_upsert_writes_given_values_and_skip_leaves_existing_contacts_alon
     async with services.db.read() as tx:
         updated = await events_of(tx, tenant.team.id, "contact.updated")
     assert [e["email"] for e in updated] == ["ann@example.com"]
+
+
+async def test_a_part_whose_address_was_taken_meanwhile_is_redone_whole(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = await client.post(
+        "/contacts", json={"email": "bob@example.com"}, headers=tenant.headers()
+    )
+    assert made.status_code == 201, made.text
+    lookup = contacts_repo.contacts_by_keys
+    calls = 0
+
+    async def misses_bob_once(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return [] if calls == 1 else await lookup(*args)  # as if bob came in meanwhile
+
+    monkeypatch.setattr(contacts_repo, "contacts_by_keys", misses_bob_once)
+    csv = "email,plan\nann@example.com,pro\nbob@example.com,pro\n"
+    done = await imported(client, services, tenant, csv)
+    assert (done["status"], done["created"], done["updated"]) == ("completed", 1, 1)
+    assert calls == 2
+    assert await count(services, contacts) == 2
+    async with services.db.read() as tx:
+        created = await events_of(tx, tenant.team.id, "contact.created")
+    assert sorted(e["email"] for e in created) == ["ann@example.com", "bob@example.com"]
 
 
 async def test_an_address_repeated_in_the_file_is_one_contact(

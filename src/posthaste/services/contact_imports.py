@@ -41,13 +41,11 @@ from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import segments as segments_repo
 from posthaste.storage.database import Database, Tx
+from posthaste.storage.dialects import Forms
 
 PartLines = Sequence[ImportedLine | LineError]
 RACE_RETRIES = 3  # a part redone when a contact's address was taken while it was planned
-
-
-class _AddressTaken(Exception):
-    """Another request created one of the part's contacts meanwhile (PostgreSQL): redo it."""
+READ_AHEAD = Forms(postgresql=True, sqlite=False)  # the next part parsed while one is written
 
 
 class ContactImportService:
@@ -111,10 +109,28 @@ class ContactImportService:
         return page
 
     async def run(self, job: Job) -> None:
-        """The ``import_contacts`` job: the import's parts not yet in, one transaction each."""
+        """The ``import_contacts`` job: the import's parts not yet in, one transaction each.
+
+        On PostgreSQL the next part is read and parsed while the server writes the current
+        one: the job's time is this process's CPU and the server's one after the other, and
+        the parsing, a fifth of ours, need not wait for the server (nor the server for it).
+        At most two parts are held at a time. Not on SQLite, where it made the job slower
+        (bench/README.md, Contact imports)."""
         item = await self._begin(job)
-        while item is not None and item.status is ImportStatus.RUNNING:
-            item = await self._import_next_part(item, job)
+        ahead = self.db.dialect.pick(READ_AHEAD)
+        reading: asyncio.Task[PartLines] | None = None
+        try:
+            while item is not None and item.status is ImportStatus.RUNNING:
+                if reading is None:
+                    reading = self._read_task(item, item.next_part)
+                lines = await reading
+                following = item.next_part + 1
+                ahead_ok = ahead and following < item.parts
+                reading = self._read_task(item, following) if ahead_ok else None
+                item = await self._import_next_part(item, job, lines)
+        finally:
+            if reading is not None:
+                await _discard(reading)
 
     async def _begin(self, job: Job) -> ContactImport | None:
         """The import to go on with, marked running; None when there is nothing to do."""
@@ -132,23 +148,27 @@ class ContactImportService:
                 await repo.save_progress(tx, item)
             return item
 
-    async def _import_next_part(self, item: ContactImport, job: Job) -> ContactImport | None:
-        """Write the next part; the import as it then stands, or None when another worker
-        has moved it meanwhile (this one's lease ran out)."""
-        lines = await self._read_part(item)
+    async def _import_next_part(
+        self, item: ContactImport, job: Job, lines: PartLines
+    ) -> ContactImport | None:
+        """Write the next part (its ``lines``); the import as it then stands, or None when
+        another worker has moved it meanwhile (this one's lease ran out)."""
         for _ in range(RACE_RETRIES):
             try:
                 async with self.db.transaction() as tx:
                     return await self._store_part(tx, item, lines, job)
-            except _AddressTaken:
+            except contacts_repo.AddressTaken:
                 continue
         raise RuntimeError(f"contact import {item.id}: addresses kept being taken meanwhile")
 
-    async def _read_part(self, item: ContactImport) -> PartLines:
+    def _read_task(self, item: ContactImport, seq: int) -> asyncio.Task[PartLines]:
+        return asyncio.create_task(self._read_part(item, seq))
+
+    async def _read_part(self, item: ContactImport, seq: int) -> PartLines:
         async with self.db.read() as tx:
-            part = await repo.read_part(tx, item.id, item.next_part)
+            part = await repo.read_part(tx, item.id, seq)
         if part is None:
-            raise RuntimeError(f"contact import {item.id}: part {item.next_part} is missing")
+            raise RuntimeError(f"contact import {item.id}: part {seq} is missing")
         first_line, data = part
         columns = parse_header(item.header)
         return [parse_line(columns, record) for record in read_csv(data, first_line)]
@@ -189,14 +209,20 @@ class ContactImportService:
         outcome = plan_part(item.team_id, good, existing, item.on_conflict, now)
         created = list(outcome.created.values())
         updated = list(outcome.updated.values())
-        if not await contacts_repo.insert_contacts(tx, created):
-            raise _AddressTaken
+        new_ids = {contact.id for contact in created}
+        # The new contacts and their memberships go in with their events: on PostgreSQL one
+        # statement (three round trips fewer per part); the existing contacts' memberships,
+        # which may be there already, by themselves.
+        stored_with = [
+            contacts_repo.inserted(created),
+            segments_repo.new_memberships(item.team_id, item.segment_ids, new_ids, now),
+        ]
+        async with contacts_repo.new_addresses():
+            await contacts_created(tx, created, now, stored_with)
         await contacts_repo.update_contacts(tx, updated)
-        await contacts_created(tx, created, now)
         await record_contact_events(tx, updated, EventType.CONTACT_UPDATED, now)
-        await segments_repo.add_memberships(
-            tx, item.team_id, item.segment_ids, outcome.contact_ids, now
-        )
+        others = [contact_id for contact_id in outcome.contact_ids if contact_id not in new_ids]
+        await segments_repo.add_memberships(tx, item.team_id, item.segment_ids, others, now)
         return outcome
 
     async def _fail(
@@ -218,6 +244,14 @@ class ContactImportService:
         await repo.save_progress(tx, item)
         await repo.delete_parts(tx, item.id)
         await jobs_repo.finish(tx, job)
+
+
+async def _discard(task: asyncio.Task[PartLines]) -> None:
+    """Stop a part read ahead that is no longer wanted, and collect how it ended."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()
 
 
 def _progressed(

@@ -4,7 +4,7 @@ change in its transaction (so webhooks and the live stream see them)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 
 from posthaste.core.contacts import Contact, ContactChanges, NewContact, contact_ref_key
 from posthaste.core.cursors import PageRequest
@@ -19,6 +19,7 @@ from posthaste.storage import contacts as contacts_repo
 from posthaste.storage import events as events_repo
 from posthaste.storage import segments as segments_repo
 from posthaste.storage import topics as topics_repo
+from posthaste.storage.bulk import TableRows
 from posthaste.storage.database import Database, Tx
 
 
@@ -65,19 +66,27 @@ async def check_segments(tx: Tx, team_id: str, segment_ids: Collection[str], fie
 
 
 async def record_contact_events(
-    tx: Tx, contacts: Collection[Contact], kind: EventType, now: int
+    tx: Tx,
+    contacts: Collection[Contact],
+    kind: EventType,
+    now: int,
+    also: Sequence[TableRows] = (),
 ) -> None:
-    """One ``contact.*`` event per contact, carrying the contact as it is now."""
+    """One ``contact.*`` event per contact, carrying the contact as it is now; ``also``: rows
+    to store with them (``events.insert_events``)."""
     events = [Event(new_id(), c.team_id, kind, None, now, contact_record(c)) for c in contacts]
-    await events_repo.insert_events(tx, events)
+    await events_repo.insert_events(tx, events, also)
 
 
-async def contacts_created(tx: Tx, contacts: Collection[Contact], now: int) -> None:
+async def contacts_created(
+    tx: Tx, contacts: Collection[Contact], now: int, also: Sequence[TableRows] = ()
+) -> None:
     """What follows the creation of contacts, in the transaction that stored them: every way
     a contact is created (``POST /contacts``, a part of an import, a custom event for a new
     address) comes through here: their ``contact.created`` events, and the runs of the
-    automations that this trigger starts."""
-    await record_contact_events(tx, contacts, EventType.CONTACT_CREATED, now)
+    automations that this trigger starts. ``also``: rows stored in the events' statement
+    (an import's new contacts themselves, and their memberships)."""
+    await record_contact_events(tx, contacts, EventType.CONTACT_CREATED, now, also)
     for team_id in sorted({contact.team_id for contact in contacts}):
         mine = [contact for contact in contacts if contact.team_id == team_id]
         await start_for_contacts(tx, team_id, mine, now)

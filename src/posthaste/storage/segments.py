@@ -112,12 +112,20 @@ async def add_memberships(
     tx: Tx, team_id: str, segment_ids: Collection[str], contact_ids: Collection[str], now: int
 ) -> None:
     """Put every contact in every segment; memberships that exist stay as they are."""
+    await bulk.insert_new_rows(tx, *new_memberships(team_id, segment_ids, contact_ids, now))
+
+
+def new_memberships(
+    team_id: str, segment_ids: Collection[str], contact_ids: Collection[str], now: int
+) -> bulk.TableRows:
+    """Every contact in every segment, as rows to insert (contacts that are new, so none of
+    them is a member yet): for ``events.insert_events``' ``also``."""
     rows = [
         {"segment_id": s, "contact_id": c, "team_id": team_id, "created_at": now}
         for s in segment_ids
         for c in contact_ids
     ]
-    await bulk.insert_new_rows(tx, segment_members, rows)
+    return segment_members, rows
 
 
 async def remove_member(tx: Tx, team_id: str, contact_id: str, segment_id: str) -> bool:
