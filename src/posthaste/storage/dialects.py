@@ -457,17 +457,30 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
 def _sqlite_on_begin(conn: Any) -> None:
     # BEGIN IMMEDIATE for writes: two writers never deadlock upgrading a read lock to a write one.
     # Sent in one hop to the connection's thread (``exec_driver_sql`` takes three).
+    # Marked until the BEGIN is known to have run: a unit cancelled while it waits leaves the
+    # BEGIN queued on the connection's thread, to run after the connection is back in the pool.
     read = conn.get_execution_options().get("sqlite_read")
     begin = functools.partial(_execute, "BEGIN" if read else "BEGIN IMMEDIATE")
+    info = conn.connection.info
+    info[_BEGINNING] = True
     await_only(run_on_connection_thread(conn.connection.driver_connection, begin))
+    info[_BEGINNING] = False
 
 
 def _sqlite_on_reset(dbapi_conn: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
     # What the pool's rollback-on-return was for: a connection never goes back to the pool
-    # with a transaction open (a write one would hold the database's write lock).
+    # with a transaction open (a write one would hold the database's write lock). Open, or
+    # perhaps about to be: a BEGIN that was sent and not seen to end (the rollback is queued
+    # after it on the connection's thread, so it ends what the BEGIN starts).
     driver = record.driver_connection
-    if state.asyncio_safe and not state.transaction_was_reset and driver and driver.in_transaction:
+    beginning = record.info.pop(_BEGINNING, False)
+    if not (state.asyncio_safe and not state.transaction_was_reset and driver):
+        return
+    if beginning or driver.in_transaction:
         dbapi_conn.rollback()
+
+
+_BEGINNING = "posthaste_beginning"  # in a pooled connection's ``info``: see _sqlite_on_begin
 
 
 def _execute(statement: str, connection: sqlite3.Connection) -> None:
