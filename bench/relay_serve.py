@@ -14,7 +14,6 @@ needs. One JSON line per round; a relay step of 3,000 messages takes about a min
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -24,18 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 import uvloop
 
 from bench import cpu, serve
+from bench.trickle import role_of, transactions
 
-STATS_LAG = 1.2  # seconds: PostgreSQL's statistics are flushed about once a second
-
-
-def role_of(pid: int) -> str:
-    """The ``--role`` a process of the tree runs (``supervisor`` for the one without)."""
-    words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    return words[words.index("--role") + 1] if "--role" in words else "supervisor"
+STATS_LAG = 1.2  # seconds: after the relay step every backend is idle, and reports within one
 
 
 def own_seconds() -> float:
@@ -43,26 +36,10 @@ def own_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
-async def transactions(url: str) -> int:
-    """Transactions the server's database has ended so far (0 on SQLite)."""
-    if not url:
-        return 0
-    await asyncio.sleep(STATS_LAG)
-    conn = await asyncpg.connect(url, timeout=10)
-    try:
-        count = await conn.fetchval(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database"
-            " WHERE datname = current_database()"
-        )
-    finally:
-        await conn.close()
-    return int(count) - 1  # less this query's own
-
-
 async def one_round(run: serve.Run, messages: int) -> dict[str, Any]:
     pids = cpu.tree_pids(run.serve.pid)
     url = run.serve.database_url
-    xacts = await transactions(url)
+    xacts = await transactions(url, STATS_LAG)
     before = {pid: cpu.process_seconds(pid) for pid in pids}
     database = await serve._database_cpu(url)
     mine = own_seconds()
@@ -70,11 +47,11 @@ async def one_round(run: serve.Run, messages: int) -> dict[str, Any]:
     mine = own_seconds() - mine
     after = {pid: cpu.process_seconds(pid) for pid in pids}
     database_after = await serve._database_cpu(url)
-    xacts = await transactions(url) - xacts
+    xacts = await transactions(url, STATS_LAG) - xacts
     count = relayed["messages"]
     by_role: dict[str, float] = {}
     for pid in pids:
-        role = role_of(pid)
+        role = "supervisor" if pid == run.serve.pid else role_of(pid)
         key = role if role not in by_role else f"{role} ({pid})"
         by_role[key] = round(1000 * (after[pid] - before[pid]) / count, 3)
     db_seconds = sum(t - database.get(pid, 0.0) for pid, t in database_after.items())

@@ -42,12 +42,12 @@ THIS = "this checkout"
 STATS_LAG = 11.0
 
 
-async def transactions(url: str) -> int:
+async def transactions(url: str, lag: float = STATS_LAG) -> int:
     """Transactions the server's database has ended so far (PostgreSQL; 0 on SQLite), read
-    after ``STATS_LAG`` seconds (the server must be at rest meanwhile)."""
+    after ``lag`` seconds (the server must be at rest meanwhile)."""
     if not url:
         return 0
-    await asyncio.sleep(STATS_LAG)
+    await asyncio.sleep(lag)
     conn = await asyncpg.connect(url, timeout=10)
     try:
         await conn.execute("SELECT pg_stat_clear_snapshot()")

@@ -251,11 +251,15 @@ class Worker:
             try:
                 await self._take(handoff)
             except ServiceUnavailable as exc:
-                log.warning("%d handed-off %s jobs wait: %s", len(handoff.refs), handoff.kind,
-                            exc.message)  # fmt: skip
+                log.warning(
+                    "%d handed-off %s jobs wait: %s", len(handoff.refs), handoff.kind, exc.message
+                )
             except Exception:
-                log.exception("taking %d handed-off %s jobs failed; they stay due",
-                              len(handoff.refs), handoff.kind)  # fmt: skip
+                log.exception(
+                    "taking %d handed-off %s jobs failed; they stay due",
+                    len(handoff.refs),
+                    handoff.kind,
+                )
 
     async def _run_one(self, job: Job, held: dict[int, Job]) -> None:
         try:
