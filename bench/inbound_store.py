@@ -28,7 +28,7 @@ from posthaste.config import Settings
 from posthaste.core.events import EventType
 from posthaste.core.ids import new_id
 from posthaste.core.inbound import Arrival, read_inbound
-from posthaste.core.mail_auth import Authentication
+from posthaste.core.mail_auth import Authentication, results_field
 from posthaste.core.models import Event
 from posthaste.services import inbound
 from posthaste.storage.inbound import RECEIVED, Stored
@@ -41,14 +41,15 @@ def stored_copy(team_id: str, number: int, template: bytes) -> Stored:
     recipient = f"r{number}@acme.test"
     raw = template.replace(b"{rcpt}", recipient.encode())
     arrival = Arrival("sender@sender.bench", [], raw, "127.0.0.1", "bench")
-    parsed = read_inbound(raw, arrival.mail_from)
+    kept = inbound.Kept(results_field("mx.bench", Authentication()), raw)
+    parsed = read_inbound(raw, arrival.mail_from, kept.results)
     item = inbound._record(
-        team_id, RECEIVED, None, arrival, parsed, raw, Authentication(), [recipient]
+        team_id, RECEIVED, None, arrival, parsed, kept, Authentication(), [recipient]
     )
     addresses = list(dict.fromkeys([*parsed.addresses, recipient]))
     data = inbound.received_event_data(item)
     event = Event(new_id(), team_id, EventType.EMAIL_RECEIVED, None, item.created_at, data)
-    return Stored(item, raw, addresses, [event])
+    return Stored(item, kept.parts, addresses, [event])
 
 
 async def measure(messages: int, size: int) -> dict[str, float]:

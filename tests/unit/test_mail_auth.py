@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posthaste.core.mail_auth import Authentication, with_results_header
+from posthaste.core.mail_auth import Authentication, results_field, without_ours
 
 RESULTS = Authentication(
     dkim="pass",
@@ -26,12 +26,10 @@ def test_a_field_claiming_our_name_is_dropped_and_others_are_kept() -> None:
     theirs = b"Authentication-Results: mx.other; dkim=pass\r\n"
     forged = b"authentication-results:  MX.test ;\r\n dkim=pass\r\n\tdmarc=pass\r\n"
     raw = theirs + forged + b"Subject: hi\r\n\r\nAuthentication-Results: mx.test; in the body\r\n"
-    kept = with_results_header(raw, "mx.test", Authentication())
-    assert kept == (
-        b"Authentication-Results: mx.test; spf=none; dkim=none; dmarc=none\r\n"
-        + theirs
-        + b"Subject: hi\r\n\r\nAuthentication-Results: mx.test; in the body\r\n"
+    field = results_field("mx.test", Authentication())
+    assert field == b"Authentication-Results: mx.test; spf=none; dkim=none; dmarc=none\r\n"
+    assert without_ours(raw, "mx.test") == (
+        theirs + b"Subject: hi\r\n\r\nAuthentication-Results: mx.test; in the body\r\n"
     )
-    assert with_results_header(b"Subject: x\r\n\r\n", "mx.test", Authentication()).endswith(
-        b"\r\nSubject: x\r\n\r\n"
-    )
+    unclaimed = b"Subject: x\r\n\r\n"
+    assert without_ours(unclaimed, "mx.test") is unclaimed  # nothing forged: no copy

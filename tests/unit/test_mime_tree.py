@@ -174,3 +174,40 @@ def test_decoded_payload_is_what_the_stdlib_decodes(
         assert decoded_payload(ours) == part.get_payload(decode=True)
         assert list(map(type, ours.defects)) == list(map(type, part.defects))
         assert decoded_size(ours) == len(part.get_payload(decode=True) or b"")
+
+
+@settings(max_examples=300)
+@given(
+    data=st.binary(max_size=200),
+    line=st.integers(1, 90),
+    eol=st.sampled_from(["\n", "\r\n"]),
+    noise=_BASE64ISH,
+    where=st.integers(0, 400),
+    cte=st.sampled_from(["base64", "BASE64", "7bit", "quoted-printable"]),
+)
+def test_a_leaf_left_unread_has_the_size_its_payload_decodes_to(
+    data: bytes, line: int, eol: str, noise: str, where: int, cte: str
+) -> None:
+    encoded = base64.b64encode(data).decode()
+    lines = eol.join(encoded[i : i + line] for i in range(0, len(encoded), line)) + eol
+    for text in (lines, lines[:where] + noise + lines[where:], noise):
+        leaf = f"--b{eol}Content-Transfer-Encoding: {cte}{eol}{eol}{text}{eol}--b--{eol}"
+        raw = (_MULTIPART + leaf).encode()
+        read, unread = read_tree(raw, default_policy), read_tree(raw, default_policy, unread=bool)
+        assert (read is None) == (unread is None)
+        if read is None or unread is None:
+            continue
+        [whole], [left] = read.get_payload(), unread.get_payload()
+        assert isinstance(whole, Message) and isinstance(left, Message)
+        assert decoded_size(left) == decoded_size(whole) == len(decoded_payload(whole) or b"")
+        assert left.get_payload() in ("", whole.get_payload())  # unread, or read as ever
+
+
+def test_only_well_formed_base64_is_left_unread() -> None:
+    raw = sample()
+    tree = read_tree(raw, default_policy, unread=lambda part: part.get_content_maintype() != "text")
+    assert tree is not None
+    pdf, text = tree.get_payload()[1], tree.get_payload()[0].get_payload()[0]
+    assert pdf.get_content_type() == "application/pdf" and pdf.get_payload() == ""
+    assert decoded_size(pdf) == len(decoded_payload(_STDLIB.parsebytes(raw).get_payload()[1]))
+    assert text.get_payload()  # not asked for: read

@@ -17,7 +17,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posthaste.smtp.data import _longest_line, read_message, unstuff
+from posthaste.smtp.data import _longest_line, _unstuffed, read_message
 from posthaste.smtp.relay import RelaySMTP
 from posthaste.smtp.replies import ENHANCED
 
@@ -181,13 +181,34 @@ def test_a_connection_lost_in_data_hands_nothing_over() -> None:
 async def test_what_follows_the_end_line_stays_for_the_next_command() -> None:
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
     reader.feed_data(b"..a\r\n" + b"b" * 5000 + b"\r\n.\r\nQUIT\r\n")
-    assert await read_message(reader, 10_000, 6000) == b"..a\r\n" + b"b" * 5000 + b"\r\n"
+    assert await read_message(reader, 10_000, 6000) == b".a\r\n" + b"b" * 5000 + b"\r\n"
     assert await reader.readuntil(b"\r\n") == b"QUIT\r\n"
 
 
+def unstuff(raw: bytes) -> bytes:
+    """RFC 5321 §4.5.2 as aiosmtpd does it, on the whole message at once."""
+    content = raw.replace(b"\r\n.", b"\r\n")
+    return content[1:] if content.startswith(b".") else content
+
+
 def test_unstuffing() -> None:
-    assert unstuff(b"..\r\n.a\r\nb.\r\n..c\r\n") == b".\r\na\r\nb.\r\n.c\r\n"
-    assert unstuff(b"") == b""
+    assert _unstuffed([b"..\r\n.a\r\nb.\r\n..c\r\n"]) == b".\r\na\r\nb.\r\n.c\r\n"
+    assert (
+        _unstuffed([b"a\r", b"\n.", b"b\r\n", b".", b".\r\n", b"\r", b"\n"])
+        == b"a\r\nb\r\n.\r\n\r\n"
+    )
+    assert _unstuffed([]) == b""
+
+
+@given(
+    data=st.lists(st.sampled_from([b"a", b".", b"\r", b"\n", b"\r\n."]), max_size=30).map(b"".join),
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+)
+def test_unstuffing_a_chunk_at_a_time_is_unstuffing_the_whole(data: bytes, cuts: list[int]) -> None:
+    edges = [0, *sorted(min(cut, len(data)) for cut in cuts), len(data)]
+    chunks = [data[a:b] for a, b in itertools.pairwise(edges)]
+    assert _unstuffed(chunks) == unstuff(data)
+    assert chunks == []  # each chunk let go once written
 
 
 @given(

@@ -74,20 +74,25 @@ class InboundMessage:
     addresses: list[str] = field(default_factory=list)  # lookup keys of To and Cc
 
 
-def parse_message(raw: bytes) -> EmailMessage:
+def parse_message(raw: bytes, *, sizes_only: bool = False) -> EmailMessage:
     """The stdlib parser's tree of ``raw`` (``policy.default``); built from the offsets of its
     lines where the message is of the usual shapes (``core.mime_tree``), which copies each
-    part once where the stdlib parser holds each one's lines and their join."""
-    tree = read_tree(raw, POLICY)
+    part once where the stdlib parser holds each one's lines and their join. With
+    ``sizes_only``, a part that cannot be a body (``_body_candidate``) and is well-formed
+    base64 is not decoded at all: its size is counted (``decoded_size``)."""
+    unread = _not_a_body if sizes_only else None
+    tree = read_tree(raw, POLICY, unread=unread)
     message = _PARSER.parsebytes(raw) if tree is None else tree
     assert isinstance(message, EmailMessage)  # policy.default makes EmailMessage objects
     return message
 
 
-def read_inbound(raw: bytes, mail_from: str) -> InboundMessage:
-    """The record's fields of ``raw``; ``mail_from`` (the envelope sender) stands in for a
-    missing or unreadable From. Never raises on malformed mail: what cannot be read is empty."""
-    message = parse_message(raw)
+def read_inbound(raw: bytes, mail_from: str, on_top: bytes = b"") -> InboundMessage:
+    """The record's fields of ``on_top + raw`` (``on_top``: header fields we add, read as the
+    message's first ones), without joining them; ``mail_from`` (the envelope sender) stands in
+    for a missing or unreadable From. Never raises on malformed mail: what cannot be read is
+    empty."""
+    message = parse_message(raw, sizes_only=True)  # attachments are read when downloaded
     from_list = _addresses(message, "from")
     sender = from_list[0] if from_list else None
     from_address = str(sender) if sender is not None else mail_from
@@ -103,7 +108,7 @@ def read_inbound(raw: bytes, mail_from: str) -> InboundMessage:
         subject=_header_text(message, "subject"),
         text=_content(bodies.get("text/plain")),
         html=_content(bodies.get("text/html")),
-        headers=header_map(message),
+        headers=_header_map_under(on_top, message),
         message_id=_header_text(message, "message-id"),
         attachments=[_attachment(leaf) for leaf in leaves if leaf not in bodies.values()],
         addresses=list(dict.fromkeys(lookup_key(a.addr_spec) for a in [*to, *cc] if a.addr_spec)),
@@ -116,6 +121,15 @@ def lookup_key(address: str) -> str:
         return parse_address(address, "address").lookup_key
     except ValidationError:
         return address.strip().lower()[:320]
+
+
+def _header_map_under(on_top: bytes, message: Message) -> dict[str, str]:
+    """``header_map`` of the message with the fields ``on_top`` first (theirs go)."""
+    if not on_top:
+        return header_map(message)
+    ours = header_map(parse_message(on_top + b"\r\n"))
+    taken = {name.lower() for name in ours}
+    return ours | {name: v for name, v in header_map(message).items() if name.lower() not in taken}
 
 
 def header_map(message: Message) -> dict[str, str]:
@@ -194,10 +208,21 @@ def _bodies(leaves: list[_Leaf]) -> dict[str, _Leaf]:
     """The first text/plain and the first text/html leaf that are not attachments."""
     found: dict[str, _Leaf] = {}
     for leaf in leaves:
-        body_type = leaf.content_type in ("text/plain", "text/html")
-        if body_type and leaf.disposition != "attachment" and leaf.filename is None:
+        if _body_candidate(leaf.content_type, leaf.disposition, leaf.filename):
             found.setdefault(leaf.content_type, leaf)
     return found
+
+
+def _body_candidate(content_type: str, disposition: str | None, filename: str | None) -> bool:
+    return content_type in ("text/plain", "text/html") and (
+        disposition != "attachment" and filename is None
+    )
+
+
+def _not_a_body(part: Message) -> bool:
+    """A leaf ``_bodies`` can never pick: only its size is needed."""
+    disposition = part.get_content_disposition()
+    return not _body_candidate(part.get_content_type(), disposition, _filename(part))
 
 
 def _content(leaf: _Leaf | None) -> str | None:

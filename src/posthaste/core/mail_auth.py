@@ -2,9 +2,9 @@
 
 ``Authentication`` holds the SPF, DKIM and DMARC results (RFC 8601's names: ``pass``, ``fail``,
 ``none``, ``neutral``, ``temperror``, ``permerror`` …) with the identity each one checked;
-``with_results_header`` writes them as the ``Authentication-Results`` field at the top of the
-message we keep, after dropping any field that claims to come from us (RFC 8601 §5: a sender
-must not be able to forge our verdict).
+``results_field`` writes them as the ``Authentication-Results`` field that goes at the top of
+the message we keep, and ``without_ours`` drops any field that claims to come from us (RFC 8601
+§5: a sender must not be able to forge our verdict).
 """
 
 from __future__ import annotations
@@ -45,13 +45,15 @@ class Authentication:
         return f"{authserv_id}; {spf}; {dkim}; {dmarc}"
 
 
-def with_results_header(raw: bytes, authserv_id: str, results: Authentication) -> bytes:
-    """``raw`` with our ``Authentication-Results`` field first and no forged one of ours."""
+def results_field(authserv_id: str, results: Authentication) -> bytes:
+    """Our ``Authentication-Results`` field, its CRLF included, to go on top of the message."""
     field = f"Authentication-Results: {results.header_value(authserv_id)}\r\n"
-    return field.encode("ascii", "replace") + _without_ours(raw, authserv_id)
+    return field.encode("ascii", "replace")
 
 
-def _without_ours(raw: bytes, authserv_id: str) -> bytes:
+def without_ours(raw: bytes, authserv_id: str) -> bytes:
+    """``raw`` without any ``Authentication-Results`` field that claims to be ours (forged):
+    ``raw`` itself, not a copy, when it has none."""
     end = raw.find(b"\r\n\r\n")
     head = raw if end < 0 else raw[: end + 2]
     pattern = re.compile(

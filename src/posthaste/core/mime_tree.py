@@ -27,12 +27,13 @@ from __future__ import annotations
 import binascii
 import itertools
 import re
+from collections.abc import Callable
 from email.message import Message
 from email.policy import Policy, compat32
 
 from posthaste.core import mime_params
 
-__all__ = ["decoded_payload", "read_tree"]
+__all__ = ["decoded_payload", "decoded_size", "read_tree"]
 
 _BARE_CR = re.compile(rb"\r(?!\n)")
 # What the stdlib's parser takes for a header line: a name (printable ASCII but ':') and ':'.
@@ -45,13 +46,20 @@ _BASE64_LINES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 _WINDOW = 1024 * 1024
 
 
-def read_tree(raw: bytes, policy: Policy = compat32) -> Message | None:
+def read_tree(
+    raw: bytes, policy: Policy = compat32, *, unread: Callable[[Message], bool] | None = None
+) -> Message | None:
     """The tree of ``raw``, or ``None`` when it is not of the shapes handled here. Its messages
     are the ``policy``'s, as the stdlib parser's with that policy (``EmailMessage`` for
-    ``policy.default``)."""
+    ``policy.default``).
+
+    A leaf for which ``unread`` is true (asked with its header fields set) and whose payload is
+    well-formed base64 is left unread: its payload is empty and ``decoded_size`` counts its
+    bytes from the message's. A reader that needs only an attachment's size (received mail)
+    then never holds a copy of it."""
     if b"\r" in raw and _BARE_CR.search(raw):
         return None  # the stdlib's parser ends lines at a bare CR too
-    return _entity(_Reader(raw, policy), 0, len(raw), 0)
+    return _entity(_Reader(raw, policy, unread), 0, len(raw), 0)
 
 
 # Each step reads ``raw[start:end]`` by its offsets, and only what the tree keeps is decoded
@@ -62,11 +70,14 @@ def read_tree(raw: bytes, policy: Policy = compat32) -> Message | None:
 class _Reader:
     """The message's bytes and the policy its tree is made with."""
 
-    def __init__(self, raw: bytes, policy: Policy) -> None:
+    def __init__(
+        self, raw: bytes, policy: Policy, unread: Callable[[Message], bool] | None = None
+    ) -> None:
         self.raw = raw
         self.view = memoryview(raw)
         self.policy = policy
         self.factory = policy.message_factory or Message
+        self.unread = unread
 
     def text(self, start: int, end: int) -> str:
         return str(self.view[start:end], "ascii", "surrogateescape")
@@ -87,7 +98,13 @@ def _entity(reader: _Reader, start: int, end: int, depth: int) -> Message | None
     if maintype == "message":
         return None
     if maintype != "multipart":
-        message.set_payload(reader.text(body, _without_line_end(raw, body, end) if depth else end))
+        stop = _without_line_end(raw, body, end) if depth else end
+        size = _unread_size(reader, message, body, stop)
+        if size is None:
+            message.set_payload(reader.text(body, stop))
+        else:
+            message.set_payload("")
+            message.__dict__[_UNREAD_SIZE] = size
         return message
     return _multipart(reader, message, body, end, depth)
 
@@ -203,7 +220,11 @@ def decoded_payload(part: Message) -> bytes | None:
 
 
 def decoded_size(part: Message) -> int:
-    """``len(decoded_payload(part) or b"")``, counted without decoding well-formed base64."""
+    """``len(decoded_payload(part) or b"")``, counted without decoding well-formed base64; for
+    a leaf ``read_tree`` left unread, the size its payload had."""
+    unread = part.__dict__.get(_UNREAD_SIZE)
+    if isinstance(unread, int):
+        return unread
     payload = _payload(part)
     digits = _plain_base64(part, payload) if isinstance(payload, str) else None
     if digits is None or not isinstance(payload, str):
@@ -215,6 +236,35 @@ def _payload(part: Message) -> object:
     """The payload as the part holds it. ``get_payload()`` checks a ``str`` for surrogates by
     encoding all of it to UTF-8 (one more copy of an attachment, let go at once)."""
     return part.__dict__.get("_payload")
+
+
+_UNREAD_SIZE = "_posthaste_unread_size"  # on a leaf read_tree left unread: its decoded size
+
+
+def _unread_size(reader: _Reader, part: Message, start: int, end: int) -> int | None:
+    """The decoded size of the payload ``raw[start:end]`` if the leaf is to be left unread
+    (``decoded_size`` of the payload, counted on the message's bytes, no copy of them)."""
+    if reader.unread is None or not reader.unread(part):
+        return None
+    if str(part.get("content-transfer-encoding", "")).lower() != "base64":
+        return None
+    raw = reader.raw
+    pad = raw.find(b"=", start, end)
+    body = end if pad < 0 else pad
+    tail = raw[body:end]
+    if len(tail) > 8 or tail.count(b"=") > 2 or tail.strip(b"=\r\n"):
+        return None
+    for window in range(start, body, _WINDOW):
+        if (
+            reader.view[window : min(window + _WINDOW, body)]
+            .tobytes()
+            .translate(None, _BASE64_LINES)
+        ):
+            return None
+    digits = end - start - raw.count(b"\n", start, end) - raw.count(b"\r", start, end)
+    if digits % 4:
+        return None
+    return digits // 4 * 3 - raw.count(b"=", max(start, end - 8), end)
 
 
 def _plain_base64(part: Message, payload: str) -> int | None:

@@ -38,7 +38,7 @@ from posthaste.core.inbound import (
     lookup_key,
     read_inbound,
 )
-from posthaste.core.mail_auth import TEMPERROR, Authentication, with_results_header
+from posthaste.core.mail_auth import TEMPERROR, Authentication, results_field, without_ours
 from posthaste.core.models import AttachmentInfo, Event, Principal
 from posthaste.core.reports import Report, classify_report
 from posthaste.core.unsubscribe import MAILTO_PREFIX
@@ -163,9 +163,13 @@ class InboundService:
         if all(m.unsubscribe for m in arrival.mailboxes):
             return []
         authentication = await self._authenticate(arrival)
-        raw = with_results_header(arrival.raw, self.results_host, authentication)
-        # The message as it arrived goes (unless the caller holds it too): one copy, not two.
-        arrival = dataclasses.replace(arrival, raw=raw)
+        # Our field on top of the message as it arrived, less any forged one of ours, kept as
+        # two parts and never joined: the message is held once (a forged field costs a copy).
+        raw = Kept(
+            results_field(self.results_host, authentication),
+            without_ours(arrival.raw, self.results_host),
+        )
+        arrival = dataclasses.replace(arrival, raw=raw.message)
         stored: list[str] = []
         mail = [m for m in arrival.mailboxes if m.email_id is None and m.unsubscribe is None]
         for team_id in dict.fromkeys(m.team_id for m in mail):
@@ -173,7 +177,7 @@ class InboundService:
             stored.append(await self._store_received(team_id, arrival, mine, raw, authentication))
         reports = [m for m in arrival.mailboxes if m.email_id is not None]
         if reports:
-            report = classify_report(raw)
+            report = classify_report(raw.message)
             for email_id in dict.fromkeys(m.email_id for m in reports if m.email_id):
                 same = [m for m in reports if m.email_id == email_id]
                 stored.append(await self._store_report(same, arrival, raw, report))
@@ -200,7 +204,7 @@ class InboundService:
         team_id: str,
         arrival: Arrival,
         received_for: list[str],
-        raw: bytes,
+        raw: Kept,
         authentication: Authentication,
     ) -> str:
         parsed = await _read(raw, arrival.mail_from)
@@ -208,7 +212,7 @@ class InboundService:
         addresses = list(dict.fromkeys([*parsed.addresses, *received_for]))
         data = received_event_data(item)
         event = Event(new_id(), team_id, EventType.EMAIL_RECEIVED, None, item.created_at, data)
-        return await self._group.submit(Stored(item, raw, addresses, [event]))
+        return await self._group.submit(Stored(item, raw.parts, addresses, [event]))
 
     async def _store_many(self, stored: list[Stored]) -> list[str]:
         """One transaction for the messages of concurrent connections (``GroupCommit``)."""
@@ -217,7 +221,7 @@ class InboundService:
         return [one.item.id for one in stored]
 
     async def _store_report(
-        self, mailboxes: list[Mailbox], arrival: Arrival, raw: bytes, report: Report
+        self, mailboxes: list[Mailbox], arrival: Arrival, raw: Kept, report: Report
     ) -> str:
         first = mailboxes[0]
         assert first.email_id is not None
@@ -235,7 +239,7 @@ class InboundService:
         )
         async with self.db.transaction() as tx:
             await _apply(tx, first, report, item.created_at)
-            await repo.store_received(tx, [Stored(item, raw)])
+            await repo.store_received(tx, [Stored(item, raw.parts)])
         return item.id
 
 
@@ -273,7 +277,7 @@ def _record(
     email_id: str | None,
     arrival: Arrival,
     parsed: InboundMessage,
-    raw: bytes,
+    raw: Kept,
     authentication: Authentication,
     received_for: list[str],
 ) -> ReceivedEmail:
@@ -297,7 +301,7 @@ def _record(
         message_id=parsed.message_id,
         authentication=authentication.as_dict(),
         raw_blob_id=new_id(),
-        size=len(raw),
+        size=raw.size,
         created_at=now_ms(),
         attachments=[
             ReceivedAttachment(
@@ -316,15 +320,31 @@ def _record(
     )
 
 
-async def _read(raw: bytes, mail_from: str) -> InboundMessage:
-    if len(raw) > OFFLOAD_PARSE_BYTES:
-        return await asyncio.to_thread(read_inbound, raw, mail_from)
-    return read_inbound(raw, mail_from)
+@dataclass(frozen=True)
+class Kept:
+    """The message we keep: our ``Authentication-Results`` field on top of the message."""
+
+    results: bytes
+    message: bytes
+
+    @property
+    def parts(self) -> tuple[bytes, bytes]:
+        return (self.results, self.message)
+
+    @property
+    def size(self) -> int:
+        return len(self.results) + len(self.message)
+
+
+async def _read(raw: Kept, mail_from: str) -> InboundMessage:
+    if raw.size > OFFLOAD_PARSE_BYTES:
+        return await asyncio.to_thread(read_inbound, raw.message, mail_from, raw.results)
+    return read_inbound(raw.message, mail_from, raw.results)
 
 
 def _weight(stored: Stored) -> int:
     """A small message weighs 1; a big one its share of a group's bytes."""
-    return max(1, len(stored.raw) // GROUP_BYTES_PER_WEIGHT)
+    return max(1, sum(map(len, stored.raw)) // GROUP_BYTES_PER_WEIGHT)
 
 
 def _age_ms(email_id: str) -> int:

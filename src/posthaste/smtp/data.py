@@ -11,12 +11,15 @@ matter, with the outcome aiosmtpd gives for every byte stream:
 - a message over the size limit, or with a line over the line limit, is read to its end and
   refused with aiosmtpd's reply for whichever of the two it met first, and its bytes are not
   kept past the size limit;
-- every line's leading dot is removed (``unstuff``).
+- every line's leading dot is removed (RFC 5321 §4.5.2), as the chunks are let go: reading holds
+  about one copy of the message at a time, where chunks, their join and the join unstuffed were
+  three.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 
 TOO_LONG = "500 Line too long (see RFC5321 4.5.3.1.6)"
@@ -27,8 +30,8 @@ _END = b"\r\n.\r\n"  # the end line, with the CRLF of the line before it
 async def read_message(
     reader: asyncio.StreamReader, size_limit: int | None, line_limit: int
 ) -> bytes | str:
-    """The raw (still dot-stuffed) message, its last line's CRLF included, or the reply that
-    refuses it. ``line_limit`` is aiosmtpd's, which is also its stream reader's limit."""
+    """The message (every line's leading dot removed), its last line's CRLF included, or the
+    reply that refuses it. ``line_limit`` is aiosmtpd's, which is also its stream reader's limit."""
     message = _Message(size_limit, line_limit)
     if await _read_opening(reader, message):
         return message.result()
@@ -94,9 +97,7 @@ class _Message:
         # Within the size limit the only refusal is for a line too long.
         if self.size > self.line_limit and _longest_line(self.chunks) + 2 > self.line_limit:
             return TOO_LONG
-        raw = b"".join(self.chunks)
-        self.chunks.clear()  # the message is held once from here on
-        return raw
+        return _unstuffed(self.chunks)
 
     def _settle(self) -> None:
         """Past the size limit: aiosmtpd's refusal, unless it depends on how long the line
@@ -157,7 +158,23 @@ def _longest_line(chunks: list[bytes]) -> int:
     return max(longest, partial)
 
 
-def unstuff(raw: bytes) -> bytes:
-    """RFC 5321 §4.5.2 as aiosmtpd does it: a line's leading dot goes, whatever follows it."""
-    content = raw.replace(b"\r\n.", b"\r\n")
-    return content[1:] if content.startswith(b".") else content
+def _unstuffed(chunks: list[bytes]) -> bytes:
+    """The chunks joined without each line's leading dot (RFC 5321 §4.5.2 as aiosmtpd does it:
+    the dot goes whatever follows it), emptying ``chunks`` as it goes. The message is written
+    into one growing buffer while each chunk is let go once written, and the buffer becomes
+    the result without a copy (``BytesIO.getvalue`` hands over its own bytes): about one copy
+    of the message at its peak, plus one chunk."""
+    out = io.BytesIO()
+    chunks.reverse()  # taken from the end, so that each goes as soon as it is written
+    tail = b"\r\n"  # the last two bytes before the chunk: the message starts a line
+    while chunks:
+        chunk = chunks.pop()
+        if tail.endswith(b"\r\n") and chunk.startswith(b"."):
+            piece = chunk[1:]  # a line starts the chunk
+        elif tail.endswith(b"\r") and chunk.startswith(b"\n."):
+            piece = b"\n" + chunk[2:]  # the chunk ends a CRLF and starts a line
+        else:
+            piece = chunk
+        out.write(piece.replace(b"\r\n.", b"\r\n"))
+        tail = chunk[-2:] if len(chunk) >= 2 else (tail + chunk)[-2:]
+    return out.getvalue()

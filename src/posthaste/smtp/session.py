@@ -26,7 +26,7 @@ from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 from posthaste.bootstrap import Services
 from posthaste.logs import SESSION_ID, logged_with
 from posthaste.services.metrics import Metrics
-from posthaste.smtp.data import read_message, unstuff
+from posthaste.smtp.data import read_message
 from posthaste.smtp.replies import ENHANCED
 from posthaste.smtp.tls import server_context
 
@@ -145,18 +145,17 @@ class MailSession(SMTP):
             await self.push("501 Syntax: DATA")
             return
         await self.push("354 End data with <CR><LF>.<CR><LF>")
-        raw = await self._read_message()
-        if isinstance(raw, str):  # refused, now that the whole message is read
-            reply = raw
+        original = await self._read_message()
+        if isinstance(original, str):  # refused, now that the whole message is read
+            reply = original
         else:
-            original = unstuff(raw)
             content = self._decoded(original)
             if content is None:
                 await self.push("500 Error: strict ASCII mode")
                 return
             self.envelope.content, self.envelope.original_content = content, original
             # The envelope holds the message now: the handler may let it go when it is done.
-            del raw, original, content
+            del original, content
             status = await self._call_handler_hook("DATA")
             reply = "250 OK" if status is MISSING else status
         self._set_post_data_state()  # type: ignore[no-untyped-call]

@@ -9,18 +9,25 @@ in one statement took two to six times its size on top of what the caller holds.
 and the object unlinked by the same statement, all in the caller's transaction: asyncpg
 holds one piece at a time, and no large object outlives the transaction (a rollback or a
 lost connection takes it away with the rest). The stored row is the same ``bytea`` a small
-blob gets, read, purged and dumped like any other. SQLite binds a blob where it is (its own
-copy is the library's): nothing is written apart.
+blob gets, read, purged and dumped like any other.
+
+SQLite binds a blob where it is (its own copy is the library's), but a blob in parts (a
+message with header fields on top) would have to be joined first, one more copy of it: a large
+one is inserted as a ``zeroblob`` of its size and its parts written into it where they are
+(``sqlite3.Blob``), in the caller's transaction, on the connection's thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import Forms
+
+if TYPE_CHECKING:
+    import sqlite3
 
 PIECE_BYTES = 1024 * 1024
 
@@ -110,7 +117,26 @@ def _joined(row: BlobRow) -> BlobRow:
 
 
 async def _store_sqlite(tx: Tx, rows: Sequence[BlobRow], statement: Statement) -> None:
-    await statement([_joined(row) for row in rows])
+    parted = [row for row in rows if _parted(row) and in_pieces(_size(row["data"]))]
+    if parted:
+        await tx.run_sqlite(lambda conn: _write_in_place(conn, parted))
+    await statement([_joined(row) for row in rows if not any(row is p for p in parted)])
+
+
+def _parted(row: BlobRow) -> bool:
+    return not isinstance(row["data"], bytes)
+
+
+def _write_in_place(conn: sqlite3.Connection, rows: Sequence[BlobRow]) -> None:
+    for row in rows:
+        cursor = conn.execute(
+            "INSERT INTO blobs (id, team_id, data, created_at) VALUES (?, ?, zeroblob(?), ?)",
+            (row["id"], row["team_id"], _size(row["data"]), row["created_at"]),
+        )
+        assert cursor.lastrowid is not None
+        with conn.blobopen("blobs", "data", cursor.lastrowid) as blob:
+            for part in row["data"]:
+                blob.write(part)
 
 
 _STORE = Forms(postgresql=_store_postgres, sqlite=_store_sqlite)

@@ -57,10 +57,11 @@ async def receiving_team(tx: Tx, name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Stored:
-    """A received message to store: its record, raw bytes, recipients (lookup form), events."""
+    """A received message to store: its record, raw bytes (in parts, stored as one blob),
+    recipients (lookup form), events."""
 
     item: ReceivedEmail
-    raw: bytes
+    raw: Sequence[bytes]
     addresses: Sequence[str] = ()
     events: Sequence[Event] = ()
 
