@@ -290,11 +290,29 @@ def _leaves(
 
 
 def _filename(entity: Message) -> str | None:
+    if not _may_name_a_file(entity):
+        return None
     try:
         name = entity.get_filename()
     except (ValueError, TypeError, LookupError):
         return None
     return " ".join(name.split()) if name else None
+
+
+def _may_name_a_file(entity: Message) -> bool:
+    """Whether a ``Content-Type`` or ``Content-Disposition`` field of the part could carry a
+    ``filename`` or ``name`` parameter (``get_filename`` parses both fields to find out, a
+    tenth of reading a small message): such a parameter has ``name`` in its field as written,
+    unless it is inside an encoded word."""
+    for field_name, value in entity.raw_items():
+        if field_name.lower() in _NAMING_FIELDS:
+            written = str(value).lower()
+            if "name" in written or "=?" in written:
+                return True
+    return False
+
+
+_NAMING_FIELDS = ("content-type", "content-disposition")
 
 
 def _decoded_size(entity: Message) -> int:

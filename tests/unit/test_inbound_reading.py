@@ -1,14 +1,16 @@
-"""``core.inbound.plain_addresses``: address fields of the usual shape read without the stdlib's
-parser, exactly as ``policy.default`` reads them; anything else left to the stdlib."""
+"""Reading a received message (``core.inbound``) where it skips the stdlib's parsing: address
+fields of the usual shape (``plain_addresses``) and parts that name no file (``_filename``),
+each read exactly as ``policy.default`` reads them; anything else left to the stdlib."""
 
 from __future__ import annotations
 
 from email.headerregistry import Address
+from email.parser import BytesParser
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posthaste.core.inbound import POLICY, plain_addresses, read_inbound
+from posthaste.core.inbound import POLICY, _filename, plain_addresses, read_inbound
 
 _ATEXT = "ABCXYZabcxyz0189!#$%&'*+/=?^_`{|}~-"
 atoms = st.text(_ATEXT, min_size=1, max_size=6)
@@ -88,3 +90,43 @@ def test_a_message_reads_the_same_with_either_path() -> None:
     assert read.cc == ['"Doe, Jane" <jane@acme.test>']
     assert read.reply_to == ["Zoë <z@acme.test>"]
     assert read.addresses == ["c@acme.test", "b@acme.test", "jane@acme.test"]
+
+
+_PARAMETERS = st.sampled_from(
+    [
+        "",
+        "; charset=utf-8",
+        '; name="report.pdf"',
+        "; NAME=a.txt",
+        '; filename="a b.txt"',
+        "; FileName*=utf-8''%E2%82%AC.txt",
+        "; filename*0=a; filename*1=b",
+        "; x=y",
+        "; =?utf-8?q?name=3Da?=",
+        ';name="=?utf-8?b?w6k=?="',
+    ]
+)
+
+
+@given(
+    st.sampled_from(["text/plain", "application/pdf", "image/png", None]),
+    st.lists(_PARAMETERS, max_size=2).map("".join),
+    st.sampled_from(["attachment", "inline", "", None]),
+    st.lists(_PARAMETERS, max_size=2).map("".join),
+)
+def test_a_part_s_filename_is_the_stdlib_s(
+    content_type: str | None, type_params: str, disposition: str | None, params: str
+) -> None:
+    """``_filename`` skips ``get_filename`` only where it would find nothing."""
+    headers = ""
+    if content_type is not None:
+        headers += f"Content-Type: {content_type}{type_params}\r\n"
+    if disposition is not None:
+        headers += f"Content-Disposition: {disposition}{params}\r\n"
+    part = BytesParser(policy=POLICY).parsebytes(f"{headers}\r\nbody\r\n".encode())
+    try:
+        name = part.get_filename()
+        expected = " ".join(name.split()) if name else None
+    except (ValueError, TypeError, LookupError):
+        expected = None
+    assert _filename(part) == expected
