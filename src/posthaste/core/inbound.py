@@ -1,7 +1,9 @@
 """Received mail without I/O: a raw message read into the received-email record's fields.
 
 The message is parsed once into the stdlib's ``email`` tree with ``policy.default`` (RFC 2047
-words and RFC 2231 parameters decoded), read by ``core.mime_tree`` where it has the usual shape.
+words and RFC 2231 parameters decoded), read by ``core.mime_tree`` where it has the usual shape;
+address fields of the usual shape are read by a pattern into the same ``Address`` objects
+(``plain_addresses``), the rest by the stdlib's header parser.
 The text and html bodies are the parts ``EmailMessage.get_body`` picks; every other leaf part
 is an attachment, named by its MIME path (``"1.0"``: the first part of the second part), so
 that its bytes are read back from the raw message on download (``attachment_content``) and
