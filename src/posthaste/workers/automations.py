@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING
 
 from posthaste.workers.runner import BatchHandler
 
+# Step jobs a claim takes at most: a batch's statements are the same whatever its size, so a
+# step costs about half at 256 a claim what it costs at 32 (bench/README.md, "Automations").
+STEPS_A_CLAIM = 256
+
 if TYPE_CHECKING:
     from posthaste.bootstrap import Services
 
