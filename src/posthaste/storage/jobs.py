@@ -5,10 +5,11 @@ and bumps ``attempts``; finishing deletes the row. While a worker runs a job its
 extending the lease (``extend_many``); if the worker dies, the job falls due again when its lease
 runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
 number of workers claim side by side without ever handing one job to two of them; on SQLite the
-claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` counts the
-claims and only grows: it is the fencing token, so a worker whose lease was taken over cannot
-finish or reschedule the new claim. ``holds`` counts the claims that ended with the job put
-back unsent (its destination busy), so retry limits count ``attempts - holds``.
+claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. A worker claims by kind,
+each kind a lane read in due order from ``ix_jobs_kind_due`` (``claim_lanes``). ``attempts``
+counts the claims and only grows: it is the fencing token, so a worker whose lease was taken
+over cannot finish or reschedule the new claim. ``holds`` counts the claims that ended with
+the job put back unsent (its destination busy), so retry limits count ``attempts - holds``.
 """
 
 from __future__ import annotations

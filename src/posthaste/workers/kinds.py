@@ -47,7 +47,7 @@ class Batched:
 
     build: Callable[[Services], BatchHandler]
     start: Callable[[Services], BatchStarter] | None = None
-    claim: int | None = None
+    claim: Callable[[Services], int] | None = None
 
 
 JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
@@ -57,7 +57,7 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
         JobKind.IMPORT_CONTACTS: OneByOne(contact_imports.import_contacts),
         JobKind.EXPAND_BROADCAST: OneByOne(broadcasts.expand_broadcast),
         JobKind.AUTOMATION_STEP: Batched(
-            automations.run_automation_steps, claim=automations.STEPS_A_CLAIM
+            automations.run_automation_steps, claim=automations.steps_a_claim
         ),
         JobKind.PURGE: OneByOne(retention.purge),
         JobKind.TLS_REPORT: OneByOne(tls_reports.tls_report),
@@ -86,7 +86,7 @@ def build_handlers(services: Services) -> Handlers:
             if entry.start is not None:
                 handlers.starters[kind] = entry.start(services)
             if entry.claim is not None:
-                handlers.lanes[kind] = entry.claim
+                handlers.lanes[kind] = entry.claim(services)
         else:
             handlers.one_by_one[kind] = entry.build(services)
     return handlers

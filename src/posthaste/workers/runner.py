@@ -20,6 +20,13 @@ meanwhile, with fewer claims, and fewer empty ones (every commit wakes every wor
 A batch kind may start its jobs inside the claim's own transaction (``BatchStarter``: the
 delivery's first step), one transaction fewer per batch.
 
+A claim takes each kind's due jobs in due order, in a lane of its own (``jobs.claim_lanes``):
+``batch_size`` of each kind, or a kind's own number (``lane_sizes``: automation steps, 256). A
+flood of one kind's due jobs then neither fills another kind's claim nor is scanned past to
+find it. Batches holding a wide lane's jobs (a kind of its own number) take at most every slot
+but one (``max_batches - 1``): while they hold those, claims leave the wide lanes out, so the
+other kinds' due jobs (deliveries) always have a slot, and are claimed again when one ends.
+
 A batch kind's handler may hand off the jobs its batch made due (``core/jobs.Handoff``): the
 runner claims them at once by their refs and runs them in the same batch slot. The emails a
 batch of automation steps accepted are delivered right after its commit, as an API's emails are
