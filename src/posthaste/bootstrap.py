@@ -123,6 +123,7 @@ class Services:
             handlers.one_by_one,
             batch_handlers=handlers.batched,
             batch_starters=handlers.starters,
+            lane_sizes=handlers.lanes,
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

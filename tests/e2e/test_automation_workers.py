@@ -30,6 +30,9 @@ from tests.e2e.test_worker_kill import database_url, worker_env, worker_process
 __all__ = ["database_url"]  # the fixture, shared with test_worker_kill
 
 RUNS = 150
+# Step jobs a claim takes (``POSTHASTE_AUTOMATION_CLAIM_SIZE``, 256 by default): small, so that
+# the runs' send steps span several transactions and the worker can be killed among them.
+CLAIM = "32"
 
 
 @asynccontextmanager
@@ -157,7 +160,7 @@ async def test_send_steps_mail_at_most_once_when_a_worker_is_killed_among_them(
                 rows = (await tx.conn.execute(select(emails.c.to))).all()
             return Counter(address for row in rows for address in row.to)
 
-        env = env_for(database_url, tmp_path)
+        env = {**env_for(database_url, tmp_path), "POSTHASTE_AUTOMATION_CLAIM_SIZE": CLAIM}
         async with worker_process(env, log) as doomed:
             await until(recipients, "the first automation email")
             await killed(doomed)

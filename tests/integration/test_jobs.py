@@ -258,14 +258,14 @@ async def test_a_trickle_costs_one_claim_per_wake_up(
     # A handle of the worker's own, not listening: only its own commits wake it.
     db = Database(services.db.url, services.db.dialect)
     claims = 0
-    claim_due = jobs_repo.claim_due
+    claim_lanes = jobs_repo.claim_lanes
 
     async def counted(*args: Any) -> jobs_repo.Claimed:
         nonlocal claims
         claims += 1
-        return await claim_due(*args)
+        return await claim_lanes(*args)
 
-    monkeypatch.setattr(jobs_repo, "claim_due", counted)
+    monkeypatch.setattr(jobs_repo, "claim_lanes", counted)
     ran: asyncio.Queue[str] = asyncio.Queue()
 
     async def handler(job: Job) -> None:
@@ -301,15 +301,15 @@ async def test_a_claim_reads_when_the_next_job_falls_due(services: Services) -> 
         await jobs_repo.enqueue(tx, "test_job", "later", None, now + 60_000, now)
         await jobs_repo.enqueue(tx, "other_kind", "sooner", None, now + 1_000, now)
     async with services.db.transaction() as tx:
-        first = await jobs_repo.claim_due(tx, ["test_job"], "w", now_ms(), 5_000, 10)
+        first = await jobs_repo.claim_lanes(tx, {"test_job": 10}, "w", now_ms(), 5_000)
     assert sorted(j.ref for j in first.jobs) == ["ref-0", "ref-1"]
     assert first.next_due == now + 60_000  # not the claimed ones' leases, nor another kind
     async with services.db.transaction() as tx:
-        second = await jobs_repo.claim_due(tx, ["test_job"], "w", now_ms(), 5_000, 10)
+        second = await jobs_repo.claim_lanes(tx, {"test_job": 10}, "w", now_ms(), 5_000)
     assert second.jobs == [] and second.next_due is not None
     assert second.next_due <= now_ms() + 5_000  # now the first claim's leases come first
     async with services.db.transaction() as tx:
-        none = await jobs_repo.claim_due(tx, ["no_such_kind"], "w", now_ms(), 5_000, 10)
+        none = await jobs_repo.claim_lanes(tx, {"no_such_kind": 10}, "w", now_ms(), 5_000)
     assert none == jobs_repo.Claimed([], None)
 
 
@@ -359,3 +359,78 @@ async def test_jobs_committed_while_a_batch_runs_are_claimed_together(services: 
         await asyncio.wait_for(task, 30)
         await db.close()
     assert batches == [["first"], ["ref-0", "ref-1", "ref-2"]]
+
+
+async def test_each_kind_is_claimed_in_a_lane_of_its_own(services: Services) -> None:
+    """A flood of one kind due first neither fills another kind's claim nor is it taken past
+    its own number; each kind's jobs come in due order."""
+    now = now_ms()
+    flood = [jobs_repo.job_row("flood", f"f-{i}", None, now - 1_000 + i, now) for i in range(50)]
+    mail = [jobs_repo.job_row("mail", f"m-{i}", None, now - 10 + i, now) for i in range(5)]
+    async with services.db.transaction() as tx:
+        await jobs_repo.enqueue_many(tx, flood + mail)
+    async with services.db.transaction() as tx:
+        claimed = await jobs_repo.claim_lanes(tx, {"flood": 20, "mail": 3}, "w", now_ms(), 60_000)
+    refs = Counter(job.kind for job in claimed.jobs)
+    assert refs == {"flood": 20, "mail": 3}
+    assert {j.ref for j in claimed.jobs if j.kind == "mail"} == {"m-0", "m-1", "m-2"}
+    assert {j.ref for j in claimed.jobs if j.kind == "flood"} == {f"f-{i}" for i in range(20)}
+    async with services.db.transaction() as tx:
+        rest = await jobs_repo.claim_lanes(tx, {"flood": 100, "mail": 100}, "w", now_ms(), 60_000)
+    assert Counter(job.kind for job in rest.jobs) == {"flood": 30, "mail": 2}
+
+
+async def test_a_wide_lane_leaves_one_batch_slot_to_the_other_kinds(services: Services) -> None:
+    """Steps claimed many at once (a wide lane) hold at most every slot but one: while they
+    are all held up, mail committed meanwhile is still claimed and run."""
+    await _enqueue(services, 12, kind="step")
+    release, mail_ran = asyncio.Event(), asyncio.Event()
+    groups: list[int] = []
+    running_steps, peak = 0, 0
+
+    async def steps(group: list[Job]) -> None:
+        nonlocal running_steps, peak
+        running_steps += 1
+        peak = max(peak, running_steps)
+        groups.append(len(group))
+        await asyncio.wait_for(release.wait(), 30)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish_many(tx, group)
+        running_steps -= 1
+
+    async def mail(job: Job) -> None:
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+        mail_ran.set()
+
+    worker = Worker(
+        services.db,
+        {"mail": mail},
+        batch_handlers={"step": steps},
+        lane_sizes={"step": 4},
+        lease_seconds=30,
+        batch_size=1,
+        max_batches=3,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(3000):  # until the step batches hold their two slots
+            if len(groups) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await _enqueue(services, 1, kind="mail")
+        await asyncio.wait_for(mail_ran.wait(), 30)  # while every step batch is held up
+        assert running_steps == 2 and groups == [4, 4]
+        release.set()
+        for _ in range(3000):
+            async with services.db.read() as tx:
+                if await jobs_repo.depth(tx) == 0:
+                    break
+            await asyncio.sleep(0.01)
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    assert peak == 2 and groups == [4, 4, 4]
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0

@@ -76,6 +76,7 @@ def test_load_defaults(tmp_path: Path) -> None:
     assert settings.role == {"api", "smtp", "inbound", "worker"}
     assert settings.job_lease == 60.0
     assert settings.broadcast_chunk_size == 1000
+    assert settings.automation_claim_size == 256
     assert settings.log_level == "info"
 
 
@@ -194,6 +195,7 @@ def test_every_setting_key_has_a_variable() -> None:
         ("PROCESSES", " 8 ", "processes", 8),
         ("JOB_LEASE", "5m", "job_lease", 300.0),
         ("BROADCAST_CHUNK_SIZE", " 50 ", "broadcast_chunk_size", 50),
+        ("AUTOMATION_CLAIM_SIZE", "64", "automation_claim_size", 64),
         ("LOG_LEVEL", "DEBUG", "log_level", "debug"),
         ("REGIONS", "eu-central-1, us-west-2", "regions", ("eu-central-1", "us-west-2")),
     ],
@@ -361,6 +363,7 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
         ("JOB_LEASE", "-5s", "not negative"),
         ("BROADCAST_CHUNK_SIZE", "0", "expected an integer 1-10000, got '0'"),
         ("BROADCAST_CHUNK_SIZE", "10001", "expected an integer 1-10000"),
+        ("AUTOMATION_CLAIM_SIZE", "0", "expected an integer 1-10000, got '0'"),
         ("LOG_LEVEL", "verbose", "expected one of debug, info, warning, error, critical"),
     ],
 )

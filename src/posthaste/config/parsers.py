@@ -66,6 +66,11 @@ def _parse_whole_number(text: str, low: int, high: int, expected: str) -> int:
     return int(value)
 
 
+def parse_claim_size(text: str) -> int:
+    """Jobs a claim takes at most of a kind claimed in a lane of its own: 1 to 10,000."""
+    return _parse_whole_number(text, 1, 10_000, "an integer 1-10000")
+
+
 def parse_chunk_size(text: str) -> int:
     """Members per chunk of a broadcast's expansion: 1 to 10,000."""
     return _parse_whole_number(text, 1, 10_000, "an integer 1-10000")

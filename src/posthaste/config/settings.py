@@ -26,6 +26,7 @@ from posthaste.config.parsers import (
     parse_blob_store,
     parse_bool,
     parse_chunk_size,
+    parse_claim_size,
     parse_database_url,
     parse_existing_file,
     parse_hostname,
@@ -162,6 +163,7 @@ class Settings:
     processes: int = 0  # 0 = auto: one per core (``supervisor.py``)
     job_lease: float = 60.0
     broadcast_chunk_size: int = 1000  # members per transaction of a broadcast's expansion
+    automation_claim_size: int = 256  # automation step jobs a claim takes at most
     # Bytes of large request bodies (1 MiB and more) one API process works on at once.
     request_memory: int = 100 * 1024 * 1024
     log_level: str = "info"
@@ -307,6 +309,9 @@ def _build_settings(sources: Sources, region_tables: list[RegionTable]) -> Setti
         processes=get("processes", parse_processes, base.processes),
         job_lease=get("job_lease", parse_positive_duration, base.job_lease),
         request_memory=get("request_memory", parse_size, base.request_memory),
+        automation_claim_size=get(
+            "automation_claim_size", parse_claim_size, base.automation_claim_size
+        ),
         broadcast_chunk_size=get(
             "broadcast_chunk_size", parse_chunk_size, base.broadcast_chunk_size
         ),

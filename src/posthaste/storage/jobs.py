@@ -5,19 +5,33 @@ and bumps ``attempts``; finishing deletes the row. While a worker runs a job its
 extending the lease (``extend_many``); if the worker dies, the job falls due again when its lease
 runs out, with no janitor. On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets any
 number of workers claim side by side without ever handing one job to two of them; on SQLite the
-claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. ``attempts`` counts the
-claims and only grows: it is the fencing token, so a worker whose lease was taken over cannot
-finish or reschedule the new claim. ``holds`` counts the claims that ended with the job put
-back unsent (its destination busy), so retry limits count ``attempts - holds``.
+claim runs inside ``BEGIN IMMEDIATE``, which serialises claimers. A worker claims by kind,
+each kind a lane read in due order from ``ix_jobs_kind_due`` (``claim_lanes``). ``attempts``
+counts the claims and only grows: it is the fencing token, so a worker whose lease was taken
+over cannot finish or reschedule the new claim. ``holds`` counts the claims that ended with
+the job put back unsent (its destination busy), so retry limits count ``attempts - holds``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, true, tuple_, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    any_,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+    true,
+    tuple_,
+    union_all,
+    update,
+)
 
 from posthaste.core.models import Job, NewJob
 from posthaste.storage import bulk
@@ -102,41 +116,86 @@ def _jobs(rows: Sequence[Any]) -> list[Job]:
     return sorted(found, key=lambda j: j.id)
 
 
-async def _claim_due_pg(
-    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+def _lane(kind: str, limit: int, now: int) -> Any:
+    """One kind's due jobs in due order, the first ``limit``: a range of ``ix_jobs_kind_due``
+    read in order (migration 0023), however many jobs of other kinds are due before them."""
+    return (
+        select(jobs.c.id)
+        .where(jobs.c.kind == kind, jobs.c.available_at <= now)
+        .order_by(jobs.c.available_at, jobs.c.id)
+        .limit(limit)
+    )
+
+
+_IDS = ARRAY(BigInteger)  # an array, not ``ANY (subquery)``: one value, computed once
+
+
+def _taking(ids: Any, worker: str, now: int, lease_ms: int) -> Any:
+    return (
+        update(jobs)
+        .where(ids)
+        .values(available_at=now + lease_ms, attempts=jobs.c.attempts + 1, locked_by=worker)
+        .returning(*_RETURNED)
+    )
+
+
+def _either(selects: list[Any]) -> Any:
+    return selects[0] if len(selects) == 1 else union_all(*selects)
+
+
+async def _claim_lanes_pg(
+    tx: Tx, lanes: Mapping[str, int], worker: str, now: int, lease_ms: int
 ) -> Claimed:
-    # One statement: the claim, and beside it the next due time, which the statement reads
+    # One statement: each lane's jobs locked in its own CTE (FOR UPDATE is not allowed in a
+    # UNION's branches), the claim, and beside it the next due time, which the statement reads
     # as it was before the claim (the claimed jobs were due, so they are not "after now").
-    claimed = _claiming(kinds, worker, now, lease_ms, limit).returning(*_RETURNED).cte("claimed")
-    later = _later(kinds, now).subquery("later")
+    due = [
+        _lane(kind, limit, now).with_for_update(skip_locked=True).cte(f"lane_{i}")
+        for i, (kind, limit) in enumerate(lanes.items())
+    ]
+    # The lanes' ids as one array, looked up by primary key: as ``id IN (lanes)`` the planner,
+    # which cannot tell how few they are, may hash-join them against the whole table.
+    union = _either([select(lane.c.id) for lane in due]).subquery("due")
+    ids = jobs.c.id == any_(cast(select(func.array_agg(union.c.id)).scalar_subquery(), _IDS))
+    claimed = _taking(ids, worker, now, lease_ms).cte("claimed")
+    later = _later(list(lanes), now).subquery("later")
     query = select(later.c.next_due, *claimed.c).select_from(later.outerjoin(claimed, true()))
     rows = (await tx.conn.execute(query)).all()
-    due = rows[0].next_due
-    return Claimed(_jobs([r for r in rows if r.id is not None]), None if due is None else int(due))
+    due_at = rows[0].next_due
+    found = _jobs([r for r in rows if r.id is not None])
+    return Claimed(found, None if due_at is None else int(due_at))
 
 
-async def _claim_due_sqlite(
-    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+async def _claim_lanes_sqlite(
+    tx: Tx, lanes: Mapping[str, int], worker: str, now: int, lease_ms: int
 ) -> Claimed:
     # SQLite has no UPDATE in a WITH: two statements, the next due time read first (the
-    # write lock is held from BEGIN IMMEDIATE, so nothing changes between them).
-    due = (await tx.conn.execute(_later(kinds, now))).scalar()
-    query = _claiming(kinds, worker, now, lease_ms, limit).returning(*_RETURNED)
-    rows = (await tx.conn.execute(query)).all()
-    return Claimed(_jobs(rows), None if due is None else int(due))
+    # write lock is held from BEGIN IMMEDIATE, so nothing changes between them). A compound
+    # SELECT's branches take no LIMIT of their own: each lane is a subquery.
+    due_at = (await tx.conn.execute(_later(list(lanes), now))).scalar()
+    lanes_ = [_lane(kind, limit, now).subquery() for kind, limit in lanes.items()]
+    ids = jobs.c.id.in_(_either([select(lane.c.id) for lane in lanes_]))
+    rows = (await tx.conn.execute(_taking(ids, worker, now, lease_ms))).all()
+    return Claimed(_jobs(rows), None if due_at is None else int(due_at))
 
 
-_CLAIM_DUE = Forms(postgresql=_claim_due_pg, sqlite=_claim_due_sqlite)
+_CLAIM_LANES = Forms(postgresql=_claim_lanes_pg, sqlite=_claim_lanes_sqlite)
 
 
-async def claim_due(
-    tx: Tx, kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit: int
+async def claim_lanes(
+    tx: Tx, lanes: Mapping[str, int], worker: str, now: int, lease_ms: int
 ) -> Claimed:
-    """Claim up to ``limit`` due jobs of ``kinds`` for ``lease_ms``, and tell when the earliest
-    of the others (scheduled, to retry, or leased) falls due: the worker's next wake-up, read
-    in the claim's own round trip."""
-    claim_due_in = tx.dialect.pick(_CLAIM_DUE)
-    return await claim_due_in(tx, kinds, worker, now, lease_ms, limit)
+    """Claim, for each kind in ``lanes``, up to its number of its due jobs in due order, for
+    ``lease_ms``; and tell when the earliest of the others (scheduled, to retry, or leased)
+    falls due: the worker's next wake-up, read in the claim's own round trip.
+
+    Each kind is a lane of its own: a flood of one kind's due jobs (10,000 automation steps, a
+    broadcast's deliveries) neither fills another kind's claim nor is scanned past to find it,
+    and a kind may be claimed many at once (``workers/kinds.py``) without the others."""
+    if not lanes:
+        return Claimed([], None)
+    claim_in = tx.dialect.pick(_CLAIM_LANES)
+    return await claim_in(tx, lanes, worker, now, lease_ms)
 
 
 async def claim(

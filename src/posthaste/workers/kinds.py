@@ -41,10 +41,13 @@ class OneByOne:
 @dataclass(frozen=True)
 class Batched:
     """A kind whose claimed jobs run together, in one call; ``start`` builds what starts
-    them in the claim's transaction (``workers/runner.BatchStarter``), if the kind has one."""
+    them in the claim's transaction (``workers/runner.BatchStarter``), if the kind has one;
+    ``claim``, how many a claim takes at most, if not the runner's batch size (a wide lane:
+    ``workers/runner.py``)."""
 
     build: Callable[[Services], BatchHandler]
     start: Callable[[Services], BatchStarter] | None = None
+    claim: Callable[[Services], int] | None = None
 
 
 JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
@@ -53,7 +56,9 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
         JobKind.CHECK_DOMAIN: OneByOne(domain_checks.check_domain),
         JobKind.IMPORT_CONTACTS: OneByOne(contact_imports.import_contacts),
         JobKind.EXPAND_BROADCAST: OneByOne(broadcasts.expand_broadcast),
-        JobKind.AUTOMATION_STEP: Batched(automations.run_automation_steps),
+        JobKind.AUTOMATION_STEP: Batched(
+            automations.run_automation_steps, claim=automations.steps_a_claim
+        ),
         JobKind.PURGE: OneByOne(retention.purge),
         JobKind.TLS_REPORT: OneByOne(tls_reports.tls_report),
         JobKind.UPLOAD_TLS_REPORT: OneByOne(tls_report_uploads.upload_tls_report),
@@ -69,16 +74,19 @@ class Handlers:
     one_by_one: dict[str, Handler]
     batched: dict[str, BatchHandler]
     starters: dict[str, BatchStarter]
+    lanes: dict[str, int]  # the kinds claimed by a number of their own
 
 
 def build_handlers(services: Services) -> Handlers:
     """Each kind's handler in ``JOB_KINDS``, built from ``services``."""
-    handlers = Handlers(one_by_one={}, batched={}, starters={})
+    handlers = Handlers(one_by_one={}, batched={}, starters={}, lanes={})
     for kind, entry in JOB_KINDS.items():
         if isinstance(entry, Batched):
             handlers.batched[kind] = entry.build(services)
             if entry.start is not None:
                 handlers.starters[kind] = entry.start(services)
+            if entry.claim is not None:
+                handlers.lanes[kind] = entry.claim(services)
         else:
             handlers.one_by_one[kind] = entry.build(services)
     return handlers

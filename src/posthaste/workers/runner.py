@@ -20,6 +20,13 @@ meanwhile, with fewer claims, and fewer empty ones (every commit wakes every wor
 A batch kind may start its jobs inside the claim's own transaction (``BatchStarter``: the
 delivery's first step), one transaction fewer per batch.
 
+A claim takes each kind's due jobs in due order, in a lane of its own (``jobs.claim_lanes``):
+``batch_size`` of each kind, or a kind's own number (``lane_sizes``: automation steps, 256). A
+flood of one kind's due jobs then neither fills another kind's claim nor is scanned past to
+find it. Batches holding a wide lane's jobs (a kind of its own number) take at most every slot
+but one (``max_batches - 1``): while they hold those, claims leave the wide lanes out, so the
+other kinds' due jobs (deliveries) always have a slot, and are claimed again when one ends.
+
 A batch kind's handler may hand off the jobs its batch made due (``core/jobs.Handoff``): the
 runner claims them at once by their refs and runs them in the same batch slot. The emails a
 batch of automation steps accepted are delivered right after its commit, as an API's emails are
@@ -42,6 +49,7 @@ import functools
 import logging
 import os
 import socket
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -72,6 +80,8 @@ class _Claim:
     jobs: list[Job] = field(default_factory=list)
     next_due: int | None = None
     started: dict[str, BatchRun] = field(default_factory=dict)  # by kind
+    full: bool = False  # a lane took as many as it may: more may be due
+    held_back: bool = False  # the wide lanes were left out: every slot but one is theirs
 
 
 class _StartFailed(Exception):
@@ -91,6 +101,7 @@ class Worker:
         gather_seconds: float = GATHER_SECONDS,
         batch_handlers: Mapping[str, BatchHandler] | None = None,
         batch_starters: Mapping[str, BatchStarter] | None = None,
+        lane_sizes: Mapping[str, int] | None = None,
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
@@ -104,6 +115,10 @@ class Worker:
         self.lease_ms = int(lease_seconds * 1000)
         self.batch_size = batch_size
         self.max_batches = max_batches
+        # Kinds claimed by a number of their own (``workers/kinds.py``), the others by batch_size.
+        self.wide = {kind: n for kind, n in (lane_sizes or {}).items() if kind in self.kinds}
+        self.lanes = {kind: self.wide.get(kind, batch_size) for kind in self.kinds}
+        self._wide_batches = 0  # running batches that hold jobs of a wide lane
         self.idle_check = idle_check
         self.gather_seconds = gather_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
@@ -128,11 +143,11 @@ class Worker:
                     continue
                 claim = await self._claim()
                 if claim.jobs:
-                    task = asyncio.create_task(self._run_all(claim))
+                    task = self._start(claim)
                     running.add(task)
                     task.add_done_callback(running.discard)
-                if len(claim.jobs) < self.batch_size:  # everything due was taken
-                    await self._sleep(claim.next_due)
+                if not claim.full:  # everything due was taken (held back: when a slot frees)
+                    await self._sleep(claim.next_due, running if claim.held_back else set())
                     await self._gather(running)
             if running:
                 await asyncio.wait(running)
@@ -144,6 +159,23 @@ class Worker:
             for task in under_way:
                 task.cancel()
             await asyncio.gather(*under_way, return_exceptions=True)
+
+    def _start(self, claim: _Claim) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._run_all(claim))
+        if any(job.kind in self.wide for job in claim.jobs):
+            self._wide_batches += 1
+            task.add_done_callback(self._wide_batch_done)
+        return task
+
+    def _wide_batch_done(self, task: asyncio.Task[None]) -> None:
+        self._wide_batches -= 1
+
+    def _lanes(self) -> tuple[dict[str, int], bool]:
+        """This claim's lanes, and whether the wide ones were left out: they never hold every
+        batch slot at once, so one slot is always left to claim the other kinds' due jobs."""
+        if self.wide and self._wide_batches >= max(1, self.max_batches - 1):
+            return {k: n for k, n in self.lanes.items() if k not in self.wide}, True
+        return self.lanes, False
 
     async def run_until_idle(self) -> int:
         """Run every job due now, then return how many ran (for tests and the CLI)."""
@@ -173,10 +205,10 @@ class Worker:
     ) -> _Claim:
         async with self.db.transaction() as tx:
             if handoff is None:
-                found = await jobs_repo.claim_due(
-                    tx, self.kinds, self.name, now_ms(), self.lease_ms, self.batch_size
-                )
-                claim = _Claim(found.jobs, found.next_due)
+                lanes, held_back = self._lanes()
+                found = await jobs_repo.claim_lanes(tx, lanes, self.name, now_ms(), self.lease_ms)
+                full = any(n >= lanes[kind] for kind, n in _count(found.jobs).items())
+                claim = _Claim(found.jobs, found.next_due, full=full, held_back=held_back)
             else:
                 claim = _Claim(await self._claim_handed(tx, handoff))
             for kind, start in starters.items():
@@ -306,13 +338,23 @@ class Worker:
             first = asyncio.FIRST_COMPLETED
             await asyncio.wait(running, timeout=self.gather_seconds, return_when=first)
 
-    async def _sleep(self, next_due: int | None) -> None:
-        """Until a job is committed, or the earliest one left falls due (``idle_check`` at
-        most)."""
+    async def _sleep(self, next_due: int | None, running: set[asyncio.Task[None]]) -> None:
+        """Until a job is committed, the earliest one left falls due (``idle_check`` at most),
+        or one of ``running`` ends."""
         timeout = self.idle_check
         if next_due is not None:
             timeout = min(timeout, max(0.0, (next_due - now_ms()) / 1000))
         if timeout <= 0:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        woken = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait({woken, *running}, timeout=timeout, return_when=FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+
+
+def _count(claimed: list[Job]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for job in claimed:
+        counts[job.kind] = counts.get(job.kind, 0) + 1
+    return counts

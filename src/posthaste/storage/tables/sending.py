@@ -205,6 +205,8 @@ jobs = Table(
     # ``ref`` first: an index led by ``kind`` drew PostgreSQL's claim plan to fetch every due
     # job of the claimed kinds and sort them (migration 0011).
     Index("ix_jobs_ref", "ref", "kind"),
+    # A claim lane's jobs of one kind in due order (migration 0023, ``jobs.claim_lanes``).
+    Index("ix_jobs_kind_due", "kind", "available_at", "id"),
 )
 
 idempotency_keys = Table(
