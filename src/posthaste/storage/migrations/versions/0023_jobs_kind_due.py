@@ -8,7 +8,7 @@ Built in the migrations' one transaction (not ``CONCURRENTLY``, which cannot run
 of ``jobs`` wait for the build, about a second per million queued jobs; the queue is usually
 small.
 
-Revision ID: 0023_jobs_kind_due
+Revision ID: 0023
 Revises: 0022
 Create Date: 2026-11-28
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0023_jobs_kind_due"
+revision: str = "0023"
 down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
