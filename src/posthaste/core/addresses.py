@@ -175,6 +175,8 @@ def _unquoted_angle_positions(text: str, field: str, value: str) -> tuple[list[i
     """Positions of ``<`` and ``>`` outside double quotes; refuse an unclosed quote."""
     opens: list[int] = []
     closes: list[int] = []
+    if '"' not in text and "<" not in text and ">" not in text:  # a bare address: nothing to find
+        return opens, closes
     in_quote = escaped = False
     for index, char in enumerate(text):
         if in_quote:
