@@ -275,7 +275,8 @@ class MemberContent:
     Renders exactly what rendering the whole content with ``recipient_data`` does: a
     ``contact.*`` placeholder without a value renders empty, any other without a value or
     fallback is a ``ValidationError`` (the first in the content's order), a contact field in
-    the subject stays on one line."""
+    the subject stays on one line. (One difference, in errors only: content both longer than
+    ``MAX_RENDERED_LENGTH`` and missing a value is refused for the missing value.)"""
 
     def __init__(
         self,
