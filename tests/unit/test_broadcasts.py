@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import email
 import email.policy
+import html as html_lib
+import re
 
 import pytest
 from hypothesis import given
@@ -13,16 +15,23 @@ from hypothesis import strategies as st
 from posthaste.core.broadcasts import (
     BroadcastContent,
     Member,
+    MemberContent,
     Skip,
     parse_broadcast,
     recipient_data,
-    render_for,
     skip_reason,
     tally_chunk,
 )
 from posthaste.core.contacts import Contact
+from posthaste.core.headers import validate_subject
 from posthaste.core.ids import new_id
-from posthaste.core.templates import parse_content
+from posthaste.core.templates import (
+    ParsedContent,
+    RenderedContent,
+    Values,
+    parse_content,
+    render,
+)
 from posthaste.core.unsubscribe import (
     TokenKind,
     UnsubscribeLinks,
@@ -149,25 +158,114 @@ def test_contact_fields_render_and_missing_ones_render_empty() -> None:
         "{{contact.email}} {{unsubscribe_url}}",
     )
     ann = contact(first_name="Ann", properties={"plan": "<pro>"})
-    variables = recipient_data({"offer": "10%"}, ann, "https://u/1")
-    rendered = render_for(parsed, {}, variables, "Preview <3")
+    rendered = MemberContent(parsed, {}, {"offer": "10%"}, "Preview <3").render(ann, "https://u/1")
     assert rendered.subject == "Hi Ann "  # no city: empty
     assert rendered.html is not None and rendered.html.endswith("<p>&lt;pro&gt; &amp; 10%</p>")
     assert rendered.html.startswith('<div style="display:none') and "Preview &lt;3" in rendered.html
     assert rendered.text == "ann@example.com https://u/1"
     with pytest.raises(ValidationError, match="offer"):
-        render_for(parsed, {}, recipient_data({}, ann, "u"), None)
+        MemberContent(parsed, {}, {}, None).render(ann, "u")
 
 
 def test_a_contact_value_never_breaks_the_subject_line() -> None:
     parsed = parse_content("Plan: {{contact.properties.plan}}", None, "{{contact.properties.plan}}")
     eve = contact(properties={"plan": "free\r\nBcc: x@example.com\u2028"})
-    rendered = render_for(parsed, {}, recipient_data({}, eve, "u"), None)
+    rendered = MemberContent(parsed, {}, {}, None).render(eve, "u")
     assert rendered.subject == "Plan: free Bcc: x@example.com"
     assert rendered.text == "free\r\nBcc: x@example.com\u2028"
     whole = parse_content("All: {{contact.properties}}", None, "x")  # JSON keeps U+2028 as is
-    subject = render_for(whole, {}, recipient_data({}, eve, "u"), None).subject
+    subject = MemberContent(whole, {}, {}, None).render(eve, "u").subject
     assert subject == 'All: {"plan":"free\\r\\nBcc: x@example.com "}'
+
+
+def _rendered_whole(
+    parsed: ParsedContent,
+    fallbacks: dict[str, object],
+    data: dict[str, object],
+    preview: str | None,
+    member: Contact,
+    url: str,
+) -> RenderedContent | str:
+    """The content rendered whole for one member, placeholder by placeholder (what
+    ``MemberContent`` compiles once): the reference it must agree with; an error as its text."""
+    variables = recipient_data(data, member, url)
+    blanks: dict[str, object] = {
+        path: ""
+        for template in (parsed.subject, parsed.html, parsed.text)
+        if template is not None
+        for path in template.placeholders
+        if path.startswith("contact.")
+    }
+    merged = {**blanks, **fallbacks}
+
+    class OneLine(Values):
+        def text_of(self, path: str) -> str | None:
+            text = super().text_of(path)
+            if text is not None and (path == "contact" or path.startswith("contact.")):
+                return re.sub(r"[\x00-\x1f\x7f\u2028\u2029]+", " ", text).strip()
+            return text
+
+    try:
+        subject = None
+        if parsed.subject is not None:
+            one_line = render(parsed.subject, OneLine(variables, merged), escape_html=False)
+            subject = validate_subject(one_line)
+        values = Values(variables, merged)
+        html = None
+        if parsed.html is not None:
+            html = render(parsed.html, values, escape_html=True)
+        text = None if parsed.text is None else render(parsed.text, values, escape_html=False)
+    except ValidationError as exc:
+        return exc.message
+    if html is not None and preview:
+        hidden = "display:none;max-height:0;overflow:hidden;mso-hide:all"
+        html = f'<div style="{hidden}">{html_lib.escape(preview)}</div>{html}'
+    return RenderedContent(subject, html, text)
+
+
+_PLACEHOLDERS = st.sampled_from(
+    [
+        "{{contact.first_name}}", "{{{contact.first_name}}}", "{{ contact.properties.plan }}",
+        "{{contact.properties.city}}", "{{contact}}", "{{contact.email}}", "{{unsubscribe_url}}",
+        "{{{unsubscribe_url}}}", "{{offer}}", "{{{offer}}}", "{{missing}}", "{{deal.price}}",
+        "{{contact.properties.flat}}", "{", "}", "{0}", "<b>&", " ", "x",
+    ]
+)  # fmt: skip
+_TEMPLATES = st.one_of(st.none(), st.lists(_PLACEHOLDERS, max_size=8).map("".join))
+_TEXT = st.text(st.sampled_from("aZ <>&\"'{}\r\n\t\u2028\x00é"), max_size=6)
+
+
+@given(
+    subject=_TEMPLATES, html=_TEMPLATES, text=_TEMPLATES,
+    first_name=st.one_of(st.none(), _TEXT), plan=st.one_of(st.none(), _TEXT, st.integers()),
+    offer=st.one_of(st.none(), _TEXT, st.floats(allow_nan=False)),
+    fallbacks=st.dictionaries(st.sampled_from(["missing", "offer", "contact.properties.city"]), _TEXT),  # noqa: E501
+    preview=st.one_of(st.none(), _TEXT),
+)  # fmt: skip
+def test_compiled_content_renders_as_the_whole_content_does(
+    subject: str | None,
+    html: str | None,
+    text: str | None,
+    first_name: str | None,
+    plan: object,
+    offer: object,
+    fallbacks: dict[str, object],
+    preview: str | None,
+) -> None:
+    parsed = parse_content(subject, html, text)
+    data: dict[str, object] = {"deal": {"price": 3}, "contact.properties.flat": "flat <key>"}
+    if offer is not None:
+        data["offer"] = offer
+    properties = {} if plan is None else {"plan": plan}
+    member = contact(first_name=first_name, properties=properties)
+    expected = _rendered_whole(parsed, fallbacks, data, preview, member, "https://u/{1}")
+    try:
+        got: RenderedContent | str = MemberContent(parsed, fallbacks, data, preview).render(
+            member, "https://u/{1}"
+        )
+    except ValidationError as exc:
+        got = exc.message
+    assert got == expected
 
 
 def test_skips_and_the_tally() -> None:

@@ -175,6 +175,8 @@ def _unquoted_angle_positions(text: str, field: str, value: str) -> tuple[list[i
     """Positions of ``<`` and ``>`` outside double quotes; refuse an unclosed quote."""
     opens: list[int] = []
     closes: list[int] = []
+    if '"' not in text and "<" not in text and ">" not in text:  # a bare address: nothing to find
+        return opens, closes
     in_quote = escaped = False
     for index, char in enumerate(text):
         if in_quote:
@@ -326,6 +328,7 @@ def _a_label(domain: str) -> str:
     return ascii_domain
 
 
+@functools.lru_cache(maxsize=1024)  # a sender's name repeats on each of its emails
 def _format_display_name(name: str) -> str:
     """The name as an RFC 5322 phrase: quoted (with ``\\`` and ``"`` escaped) if it must be."""
     if name != name.strip() or any(char in _RFC5322_SPECIALS for char in name):

@@ -22,7 +22,7 @@ import html as html_lib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any
 
 from posthaste.core.addresses import parse_address, parse_address_list
@@ -37,7 +37,14 @@ from posthaste.core.send_request import (
     template_data,
     template_ref,
 )
-from posthaste.core.templates import ParsedContent, ParsedTemplate, RenderedContent, Values, render
+from posthaste.core.templates import (
+    MAX_RENDERED_LENGTH,
+    ParsedContent,
+    ParsedTemplate,
+    RenderedContent,
+    Values,
+    missing_variables_error,
+)
 from posthaste.core.text import json_type
 from posthaste.errors import (
     DailyQuotaExceeded,
@@ -235,25 +242,122 @@ def recipient_data(
     }
 
 
-def render_for(
-    parsed: ParsedContent,
-    fallbacks: Mapping[str, object],
-    variables: Mapping[str, Any],
-    preview_text: str | None,
-) -> RenderedContent:
-    """One recipient's subject, html and text. A ``contact.*`` placeholder without a value
-    renders empty; any other without a value or fallback is a ``ValidationError``."""
-    merged = {**_contact_blanks(parsed), **fallbacks}
-    values = Values(variables, merged)
-    subject = None
-    if parsed.subject is not None:
-        subject = validate_subject(
-            render(parsed.subject, _OneLineValues(variables, merged), escape_html=False)
+_MEMBER_ROOTS = frozenset({"contact", "unsubscribe_url"})  # what recipient_data sets per member
+
+
+class _Mode(Enum):
+    """How a member's field goes into its template."""
+
+    AS_IS = "as it is (subject, text, raw placeholders)"
+    ESCAPED = "HTML-escaped (html)"
+    ONE_LINE = "on one line (a contact field in the subject)"
+
+
+_Field = tuple[str, _Mode]  # a placeholder's path, and how its text goes in
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """A template with its constant placeholders substituted: ``form``, a ``str.format`` form
+    whose ``{n}`` is the text of ``fields[n]``; or, when a constant placeholder has no value,
+    its ``missing`` error, raised after the fields that come before it (in ``fields``)."""
+
+    form: str
+    fields: tuple[_Field, ...]
+    missing: ValidationError | None = None
+
+
+class MemberContent:
+    """A broadcast's content compiled once for all its members: placeholders of ``data`` and
+    the fallbacks are substituted at once, and only the fields that vary by member
+    (``contact.*``, ``unsubscribe_url``) are filled in per member, each worked out once.
+
+    Renders exactly what rendering the whole content with ``recipient_data`` does: a
+    ``contact.*`` placeholder without a value renders empty, any other without a value or
+    fallback is a ``ValidationError`` (the first in the content's order), a contact field in
+    the subject stays on one line. (One difference, in errors only: content both longer than
+    ``MAX_RENDERED_LENGTH`` and missing a value is refused for the missing value.)"""
+
+    def __init__(
+        self,
+        parsed: ParsedContent,
+        fallbacks: Mapping[str, object],
+        data: Mapping[str, Any],
+        preview_text: str | None,
+    ) -> None:
+        self._data = data
+        self._fallbacks = {**_contact_blanks(parsed), **fallbacks}
+        constant = Values(data, self._fallbacks)
+        self._subject = _compiled(parsed.subject, constant, escape_html=False, subject=True)
+        self._html = _compiled(parsed.html, constant, escape_html=True, subject=False)
+        self._text = _compiled(parsed.text, constant, escape_html=False, subject=False)
+        self._preview = _preview(preview_text) if preview_text else ""
+
+    def render(self, contact: Contact, unsubscribe_url: str) -> RenderedContent:
+        """One member's subject, html and text."""
+        values = Values(recipient_data(self._data, contact, unsubscribe_url), self._fallbacks)
+        subject = None
+        if self._subject is not None:
+            subject = validate_subject(_filled(self._subject, values))
+        html = None if self._html is None else _filled(self._html, values)
+        if html is not None and self._preview:
+            html = self._preview + html
+        text = None if self._text is None else _filled(self._text, values)
+        return RenderedContent(subject, html, text)
+
+
+def _compiled(
+    template: ParsedTemplate | None, constant: Values, *, escape_html: bool, subject: bool
+) -> _Compiled | None:
+    if template is None:
+        return None
+    form: list[str] = []
+    fields: dict[_Field, int] = {}
+    for part in template.parts:
+        if isinstance(part, str):
+            form.append(_literal(part))
+            continue
+        path = part.path
+        if path.split(".", 1)[0] in _MEMBER_ROOTS:
+            mode = _Mode.ESCAPED if escape_html and not part.raw else _Mode.AS_IS
+            if subject and (path == "contact" or path.startswith("contact.")):
+                mode = _Mode.ONE_LINE
+            form.append(f"{{{fields.setdefault((path, mode), len(fields))}}}")
+            continue
+        text = constant.text_of(path)
+        if text is None:
+            return _Compiled("", tuple(fields), missing_variables_error([path]))
+        if escape_html and not part.raw:
+            text = constant.escaped_text_of(path, text)
+        form.append(_literal(text))
+    return _Compiled("".join(form), tuple(fields))
+
+
+def _literal(text: str) -> str:
+    """``text`` as the literal part of a ``str.format`` form."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _filled(template: _Compiled, values: Values) -> str:
+    texts: list[str] = []
+    for path, mode in template.fields:
+        text = values.text_of(path)
+        if text is None:
+            raise missing_variables_error([path])
+        if mode is _Mode.ESCAPED:
+            text = values.escaped_text_of(path, text)
+        elif mode is _Mode.ONE_LINE:
+            text = _CONTROL_RUN.sub(" ", text).strip()
+        texts.append(text)
+    if template.missing is not None:
+        raise template.missing
+    rendered = template.form.format(*texts)
+    if len(rendered) > MAX_RENDERED_LENGTH:
+        raise ValidationError(
+            f"The rendered content is longer than {MAX_RENDERED_LENGTH} characters; "
+            "send smaller values in 'data'."
         )
-    html = _render(parsed.html, values, escape_html=True)
-    if html is not None and preview_text:
-        html = _preview(preview_text) + html
-    return RenderedContent(subject, html, _render(parsed.text, values, escape_html=False))
+    return rendered
 
 
 @functools.lru_cache(maxsize=64)
@@ -266,21 +370,6 @@ def _contact_blanks(parsed: ParsedContent) -> dict[str, str]:
         for path in template.placeholders
         if path.startswith("contact.")
     }
-
-
-def _render(template: ParsedTemplate | None, values: Values, *, escape_html: bool) -> str | None:
-    return None if template is None else render(template, values, escape_html=escape_html)
-
-
-class _OneLineValues(Values):
-    """The variables for the subject: a contact field's text comes out on one line (only the
-    fields the subject names are looked at, once per rendering)."""
-
-    def text_of(self, path: str) -> str | None:
-        text = super().text_of(path)
-        if text is not None and (path == "contact" or path.startswith("contact.")):
-            return _CONTROL_RUN.sub(" ", text).strip()
-        return text
 
 
 def _preview(text: str) -> str:

@@ -215,6 +215,8 @@ def _check_tag_value(value: object, where: str) -> str:
 
 def _check_text(value: str, where: str, what: str) -> None:
     """Refuse CR, LF, NUL and other control characters: they would inject or break headers."""
+    if value.isprintable():  # none of them (each is unprintable), looked at in C
+        return
     for char in value:
         if _is_forbidden_character(char):
             raise ValidationError(

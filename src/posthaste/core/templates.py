@@ -102,7 +102,7 @@ def lookup(data: Mapping[str, Any], path: str) -> object:
 def _walk(data: Mapping[str, Any], path: str) -> object:
     value: object = data
     for segment in path.split("."):
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):  # a dict: no ABC check needed
             value = value.get(segment, _NO_VALUE)
         elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
             value = value[int(segment)]

@@ -43,13 +43,12 @@ from posthaste.core.broadcasts import (
     BroadcastContent,
     BroadcastStatus,
     Member,
+    MemberContent,
     SendOrder,
     Skip,
     check_complete,
     next_utc_day,
     parse_broadcast,
-    recipient_data,
-    render_for,
     skip_reason,
     tally_chunk,
 )
@@ -105,9 +104,10 @@ class Chunk:
 
 @dataclass(frozen=True)
 class _Sendable:
-    """A broadcast's content checked and parsed, ready to render per member."""
+    """A broadcast's content checked, parsed and compiled, ready to render per member."""
 
     source: ContentSource
+    content: MemberContent
     from_: Address
     reply_to: list[Address]
     topic_default: str | None
@@ -379,12 +379,7 @@ class BroadcastService:
         token = self.links.token(contact.team_id, contact.id)
         try:
             to = parse_address(contact.email, "to")
-            rendered = render_for(
-                sendable.source.parsed,
-                sendable.source.fallbacks,
-                recipient_data(content.data, contact, self.links.url_of(token)),
-                content.preview_text,
-            )
+            rendered = sendable.content.render(contact, self.links.url_of(token))
             subject = subject_of(rendered.subject, content.template)
         except PosthasteError as exc:
             return exc
@@ -444,6 +439,7 @@ class BroadcastService:
         )
         return _Sendable(
             source,
+            MemberContent(source.parsed, source.fallbacks, content.data, content.preview_text),
             parse_address(content.from_, "from"),
             parse_address_list(content.reply_to, "reply_to"),
             topic_default,
