@@ -353,8 +353,8 @@ async def test_cancel_stops_what_was_not_yet_accepted(settings: Settings) -> Non
 async def test_a_scheduled_broadcast_starts_at_its_time(settings: Settings) -> None:
     async with world(settings) as w:
         segment_id = await w.segment("ann@example.com")
-        at = now_ms() + 1500
         created = await w.broadcast(segment_id)
+        at = now_ms() + 3000  # ahead of the request to schedule it, on a loaded machine too
         async with running_worker(w.services):
             scheduled = await w.call(
                 "POST", f"/broadcasts/{created['id']}/send", json={"scheduled_at": format_ms(at)}
