@@ -10,12 +10,13 @@ one statement instead, with one array parameter per column:
     DELETE FROM t USING unnest($1::VARCHAR[], $2::INTEGER[]) AS v(a, b)
         WHERE t.a = v.a AND t.b = v.b
 
-or, for a table without binary columns, with the rows as one JSON text instead of the arrays
-(``source``): ``INSERT INTO t (a, b) SELECT * FROM (SELECT a, b FROM
-json_populate_recordset(NULL::t, $1::json)) AS v``. asyncpg checks every element of an array
-parameter against abstract classes before encoding it (a third of the API process's CPU under
-``POST /emails/batch``); orjson writes the rows in a fraction of that, a text parameter costs
-asyncpg nothing, and PostgreSQL reads them about as cheaply (bench/README.md, Accepting email).
+or, from ``JSON_FROM_ROWS`` rows in the statement and for a table without binary columns, with
+the rows as one JSON text instead of the arrays (``source``): ``INSERT INTO t (a, b) SELECT *
+FROM (SELECT a, b FROM json_populate_recordset(NULL::t, $1::json)) AS v``. asyncpg checks every
+element of an array parameter against abstract classes before encoding it (a third of the API
+process's CPU under ``POST /emails/batch``); orjson writes the rows in a fraction of that and a
+text parameter costs asyncpg nothing, while PostgreSQL spends about as much on a group of 100
+emails and somewhat more on larger and smaller ones (bench/README.md, Accepting email).
 
 One execution whatever the number of rows, and a text that depends only on the table and the
 columns, so the prepared statement is reused. Measured on 64-row inserts into ``events``, each
