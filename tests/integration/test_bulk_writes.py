@@ -1,12 +1,13 @@
 """``storage.bulk``: many rows in one statement, stored exactly as ``executemany`` stores them,
-inside the caller's transaction, on SQLite and PostgreSQL."""
+inside the caller's transaction, on SQLite and PostgreSQL (there with the rows as arrays and as
+JSON text)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 
 from posthaste.bootstrap import Services
 from posthaste.core.ids import new_id
@@ -14,6 +15,13 @@ from posthaste.storage import bulk
 from posthaste.storage.tables import api_keys, events, jobs, teams
 from tests.conftest import Tenant
 from tests.integration.rows import api_key_row, job_row
+
+
+@pytest.fixture(params=["arrays", "json"], autouse=True)
+def rows_as(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every write both ways PostgreSQL may get its rows: an array per column, or JSON text."""
+    monkeypatch.setattr(bulk, "JSON_FROM_ROWS", 1 if request.param == "json" else 10**9)
+    return str(request.param)
 
 
 def _event(team_id: str, data: Any, email_id: str | None = None) -> dict[str, Any]:
@@ -54,16 +62,31 @@ async def test_inserted_rows_read_back_as_executemany_stores_them(
     services: Services, tenant: Tenant
 ) -> None:
     team = tenant.team.id
-    data = [{"a": [1, "é", None]}, {}, {"nested": {"x": 1.5, "ok": True}}, ["list"]]
+    data = [
+        {"a": [1, "é", None]},
+        {},
+        {"nested": {"x": 1.5, "ok": True}},
+        ["list"],
+        None,  # JSON's null, not SQL's NULL, as the column's bind processing stores it
+        'a "quoted" \\ back\nslash, 🙂 and \u2028',
+    ]
     ours = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
     theirs = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
     async with services.db.transaction() as tx:
         await bulk.insert_rows(tx, events, ours)
         await tx.conn.execute(events.insert(), theirs)
     stored = await _events(services)
+    texts = await _data_texts(services)
     for mine, reference in zip(ours, theirs, strict=True):
         assert stored[mine["id"]][1:] == (mine["email_id"], mine["data"], "email.sent")
         assert stored[reference["id"]][2] == stored[mine["id"]][2]
+        assert texts[mine["id"]] == texts[reference["id"]] is not None  # the very same text
+
+
+async def _data_texts(services: Services) -> dict[str, str | None]:
+    async with services.db.read() as tx:
+        query = select(events.c.id, cast(events.c.data, Text))
+        return {row[0]: row[1] for row in await tx.conn.execute(query)}
 
 
 async def test_rows_of_different_columns_are_written_each_with_their_own(

@@ -1,5 +1,6 @@
 """Accepted emails, their events, jobs and webhook deliveries in one statement, which carries
-the transaction's wake-ups too; ``Database.autocommit`` for work that is that one statement."""
+the transaction's wake-ups too; ``Database.autocommit`` for work that is that one statement.
+Each write also with many rows (``SIZES``): every one stored and fanned out, or none."""
 
 from __future__ import annotations
 
@@ -39,6 +40,18 @@ UNITS: dict[str, Unit] = {
     "transaction": lambda db: db.transaction(),
     "autocommit": lambda db: db.autocommit(),
 }
+SIZES = {"one": 1, "many": 150}  # events in the write
+
+
+def _written(team: str, size: str, kind: str) -> list[Event]:
+    """``SIZES[size]`` events of ``kind``."""
+    return [Event(new_id(), team, kind, None, 1, {"n": n}) for n in range(SIZES[size])]
+
+
+def _enqueued(tx: Tx, team: str, size: str) -> bulk.TableRows:
+    """``SIZES[size]`` jobs, to store with the events."""
+    new_jobs = [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5) for _ in range(SIZES[size])]
+    return jobs_repo.enqueued(tx, new_jobs, 1)
 
 
 def _webhook(team_id: str, subscribed: list[str]) -> dict[str, Any]:
@@ -90,57 +103,63 @@ async def deaf(settings: Settings) -> AsyncIterator[Services]:
 
 @pytest.mark.parametrize("backend", ["postgres"])  # SQLite serves one process: no NOTIFY
 @pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_the_write_wakes_every_process_with_what_it_owes(
-    services: Services, other: Services, tenant: Tenant, unit: str
+    services: Services, other: Services, tenant: Tenant, unit: str, size: str
 ) -> None:
     team = tenant.team.id
+    hooks = [_webhook(team, ["email.queued"]), _webhook(team, ["email.sent", "email.queued"])]
     async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.queued"])])
+        await bulk.insert_rows(tx, webhooks, [*hooks, _webhook(team, ["email.sent"])])
     heard_here, heard_there = _listen(services.db), _listen(other.db)
-    event = Event(new_id(), team, "email.queued", None, 1, {})
     async with UNITS[unit](services.db) as tx:
-        also = [jobs_repo.enqueued(tx, [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5)], 1)]
-        await events_repo.insert_events(tx, [event], also)
+        written = _written(team, size, "email.queued")
+        await events_repo.insert_events(tx, written, [_enqueued(tx, team, size)])
     assert all(flag.is_set() for flag in heard_here.values())  # this process: at once
     for flag in heard_there.values():  # another process: through NOTIFY
         await asyncio.wait_for(flag.wait(), 5)
+    count = SIZES[size]
     assert [await _count(services, t, team) for t in (events, jobs, webhook_deliveries)] == [
-        1,
-        1,
-        1,
+        count,
+        count,
+        2 * count,  # one per subscribed endpoint
     ]
+    async with services.db.read() as tx:
+        query = select(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id)
+        pairs = set((await tx.conn.execute(query)).all())
+    assert pairs == {(hook["id"], event.id) for hook in hooks for event in written}
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_no_subscribed_endpoint_no_dispatcher_wake_up(
-    services: Services, deaf: Services, tenant: Tenant, unit: str
+    services: Services, deaf: Services, tenant: Tenant, unit: str, size: str
 ) -> None:
     team = tenant.team.id
+    disabled = {**_webhook(team, ["email.sent"]), "enabled": False}
     async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.bounced"])])
+        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.bounced"]), disabled])
     heard = _listen(deaf.db)
     async with UNITS[unit](deaf.db) as tx:
-        await events_repo.insert_events(tx, [Event(new_id(), team, "email.sent", None, 1, {})])
+        await events_repo.insert_events(tx, _written(team, size, "email.sent"))
     assert heard[EVENTS_CHANNEL].is_set()
     assert not heard[WEBHOOKS_CHANNEL].is_set() and not heard[JOBS_CHANNEL].is_set()
     assert await _count(services, webhook_deliveries, team) == 0
+    assert await _count(services, events, team) == SIZES[size]
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_failing_write_stores_nothing_and_wakes_no_one(
-    services: Services, deaf: Services, tenant: Tenant, unit: str
+    services: Services, deaf: Services, tenant: Tenant, unit: str, size: str
 ) -> None:
     team = tenant.team.id
     orphan_key = api_key_row(new_id())  # no such team
-    event = Event(new_id(), team, "email.sent", None, 1, {})
     heard = _listen(deaf.db)
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         async with UNITS[unit](deaf.db) as tx:
-            also = [
-                jobs_repo.enqueued(tx, [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5)], 1),
-                (api_keys, [orphan_key]),
-            ]
-            await events_repo.insert_events(tx, [event], also)
+            also = [_enqueued(tx, team, size), (api_keys, [orphan_key])]
+            await events_repo.insert_events(tx, _written(team, size, "email.sent"), also)
     assert not any(flag.is_set() for flag in heard.values())
     assert [await _count(services, t, team) for t in (events, jobs)] == [0, 0]
 

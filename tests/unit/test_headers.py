@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from posthaste.core import headers
 from posthaste.core.headers import (
     MAX_CUSTOM_HEADERS,
     RESERVED_HEADERS,
@@ -298,3 +299,14 @@ def test_both_tag_forms_agree(tags: dict[str, str]) -> None:
     as_list = [{"name": name, "value": value} for name, value in tags.items()]
     assert validate_tags(tags) == tags
     assert validate_tags(as_list) == tags
+
+
+def test_the_quick_scan_refuses_exactly_the_characters_checked_one_by_one() -> None:
+    """``_check_text`` first scans with one pattern; it must agree on every code point."""
+    disagree = [
+        hex(code)
+        for code in range(0x110000)
+        if (headers._FORBIDDEN.search(chr(code)) is not None)
+        != headers._is_forbidden_character(chr(code))
+    ]
+    assert disagree == []

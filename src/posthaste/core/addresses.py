@@ -331,7 +331,7 @@ def _a_label(domain: str) -> str:
 @functools.lru_cache(maxsize=1024)  # a sender's name repeats on each of its emails
 def _format_display_name(name: str) -> str:
     """The name as an RFC 5322 phrase: quoted (with ``\\`` and ``"`` escaped) if it must be."""
-    if name != name.strip() or any(char in _RFC5322_SPECIALS for char in name):
+    if name != name.strip() or not _RFC5322_SPECIALS.isdisjoint(name):
         escaped = name.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
     return name

@@ -74,12 +74,13 @@ async def insert_events_fanned_out(
     before = bulk.insert_parts(also)
     columns = tuple(rows[0])
     channels = tx.unsent()
-    sql, before_processors, processors = _events_fan_out_sql(
-        tx.conn.dialect, bulk.shape_of(before), columns, len(channels)
+    as_json = bulk.in_json([*before, (events, columns, rows)])
+    sql, before_sources, stored = _events_fan_out_sql(
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json
     )
     params = (
-        *bulk.insert_params(before, before_processors),
-        *bulk.arrays(rows, columns, processors),
+        *bulk.insert_params(before, before_sources),
+        *stored.encode(rows),
         *channels,
         CHANNEL,
     )
@@ -92,18 +93,18 @@ async def insert_events_fanned_out(
 
 @functools.cache
 def _events_fan_out_sql(
-    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int
-) -> tuple[str, list[list[Any]], list[Any]]:
-    inserts, before_processors = bulk.inserts(dialect, before)
-    first = 1 + sum(len(part_columns) for _, part_columns in before)
-    source, processors = bulk.unnest(dialect, events, columns, first)
-    first += len(columns)
+    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int, as_json: bool
+) -> tuple[str, list[bulk.Source], bulk.Source]:
+    inserts, before_sources = bulk.inserts(dialect, before, as_json)
+    first = 1 + sum(found.params for found in before_sources)
+    stored = bulk.source(dialect, events, columns, first, as_json=as_json)
+    first += stored.params
     earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
     notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
     sql = f"""
         WITH {earlier} stored AS (
             {bulk.insert_into(dialect, events, columns)}
-            SELECT * FROM {source}
+            SELECT * FROM {stored.sql}
             RETURNING id, team_id, type, created_at
         ), fanned AS (
             INSERT INTO webhook_deliveries (webhook_id, event_id, team_id, status, attempts,
@@ -117,7 +118,7 @@ def _events_fan_out_sql(
         SELECT (SELECT count(*) FROM fanned){notify},
             CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
     """
-    return sql, before_processors, processors
+    return sql, before_sources, stored
 
 
 def _delivery_row(webhook_id: str, event: Event) -> dict[str, Any]:
