@@ -39,7 +39,16 @@ SLOWEST_INTERVAL_US = 10 * US
 INCREASE_FRACTION = 0.1
 CEILING_MARGIN = 0.9
 PROBE_FRACTION = 0.01
-PROBE_EVERY_MS = 3_000
+PROBE_EVERY_MS = 2_000
+# A "slow down" near the rate remembered as too fast (at 90 % of it or more: the receiver's
+# limit is known and was just touched) is no reason to halve: the rate goes to
+# ``SETTLE_MARGIN`` of the pace that drew it and the destination rests ``SETTLE_MS`` (jittered),
+# as long as the receiver's sliding second, then probes again from there. Halving and the
+# growing back-off (AIMD) stay for a limit not known yet, one far under the one remembered, and
+# "slow down"s that keep coming (``SETTLE_STRIKES`` in a row without a calm spell).
+SETTLE_MARGIN = 0.9
+SETTLE_MS = 1_000
+SETTLE_STRIKES = 2
 # The back-off count starts over when the last suspension ended this long ago.
 CALM_MS = 10_000
 INCREASE_EVERY_MS = 1_000
@@ -140,6 +149,30 @@ def backoff_ms(strikes: int, rng: random.Random) -> int:
     """The suspension after the ``strikes``-th "slow down" in a row (1, 2, ...), jittered."""
     full = min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** min(max(strikes - 1, 0), 16))
     return int(full * rng.uniform(0.75, 1.0))
+
+
+def near_ceiling(drew_us: int, ceiling_us: int) -> bool:
+    """Whether a "slow down" drawn at ``drew_us`` touched the rate remembered as too fast
+    (``ceiling_us``, 0 for none): at 90 % of it or faster."""
+    return ceiling_us > 0 and US / drew_us >= CEILING_MARGIN * US / ceiling_us * 0.999
+
+
+def settles(drew_us: int, ceiling_us: int, strikes: int) -> bool:
+    """Whether a "slow down" is answered by settling under the pace that drew it rather than
+    by halving (``SETTLE_MARGIN``): the limit is known and was touched, not overrun again and
+    again (``strikes``: this one's count in a row, 1 after a calm spell)."""
+    return strikes <= SETTLE_STRIKES and near_ceiling(drew_us, ceiling_us)
+
+
+def settled(too_fast_us: int) -> int:
+    """A margin under the pace that drew a "slow down" near the known limit."""
+    return min(int(too_fast_us / SETTLE_MARGIN), SLOWEST_INTERVAL_US)
+
+
+def settle_ms(rng: random.Random) -> int:
+    """The rest after a "slow down" answered by settling: the receiver's sliding second,
+    jittered as ``backoff_ms``."""
+    return int(SETTLE_MS * rng.uniform(0.75, 1.0))
 
 
 def halved(interval_us: int) -> int:

@@ -349,18 +349,25 @@ class DestinationThrottle:
                 decision = "from a session let go before the last suspension ended; no new one"
             else:
                 strikes = rules.strikes_after(pace.strikes, pace.suspended_until, now)
-                until = now + rules.backoff_ms(strikes, self.rng)
                 taken = pace.taken_interval_us(now * 1000)
                 too_fast = rules.too_fast(max(pace.interval_us, policy.interval_us), taken)
-                slower = rules.halved(too_fast)
                 before = rules.format_rate(rules.US / too_fast)
                 if too_fast > max(pace.interval_us, policy.interval_us):
                     nominal = rules.US / max(pace.interval_us, policy.interval_us)
                     before = f"{before} (taken of {rules.format_rate(nominal)} set)"
                 drew = rules.limit_shown(max(pace.interval_us, policy.interval_us), taken)
+                if rules.settles(drew, pace.ceiling_us, strikes):
+                    # The known limit touched: a margin under the pace that drew it, not half.
+                    slower = rules.settled(drew)
+                    until = now + rules.settle_ms(self.rng)
+                    how = f" ({rules.SETTLE_MARGIN:.0%} of it: the limit known, touched)"
+                else:
+                    slower = rules.halved(too_fast)
+                    until = now + rules.backoff_ms(strikes, self.rng)
+                    how = ""
                 ceiling = rules.remembered_ceiling(pace.ceiling_us, drew)
                 decision = (
-                    f"rate {before} -> {rules.format_rate(rules.US / slower)}, suspended "
+                    f"rate {before} -> {rules.format_rate(rules.US / slower)}{how}, suspended "
                     f"{(until - now) / 1000:.1f} s until {_clock(until)} (strike {strikes}); "
                     f"{rules.format_rate(rules.US / ceiling)} remembered as too fast"
                 )
