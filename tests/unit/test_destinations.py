@@ -220,13 +220,13 @@ def test_a_bad_destination_table_is_a_one_line_config_error(
 
 def test_a_slow_down_at_the_known_limit_settles_under_it_instead_of_halving() -> None:
     ceiling = 20_000  # 50/s drew the last "slow down"
-    # At 46/s (within 90 % of 50/s), the first or second in a row: the limit known, touched.
+    # 46/s set (within 90 % of 50/s), the first or second in a row: the limit known, touched.
     assert rules.near_ceiling(21_739, ceiling)
     assert rules.settles(21_739, ceiling, strikes=1)
     assert rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES)
     assert rules.settled(21_739) == int(21_739 / rules.SETTLE_MARGIN)  # 41.4/s, not 23/s
-    # Halved as before: no limit known yet, one far under it (40/s: the receiver takes less
-    # now), or "slow down"s that keep coming.
+    # Halved as before: no limit known yet, a rate set far under it (40/s: climbing back
+    # after a halving), or "slow down"s that keep coming.
     assert not rules.settles(21_739, 0, strikes=1)
     assert not rules.settles(25_000, ceiling, strikes=1)
     assert not rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES + 1)

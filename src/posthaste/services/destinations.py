@@ -356,13 +356,18 @@ class DestinationThrottle:
                     nominal = rules.US / max(pace.interval_us, policy.interval_us)
                     before = f"{before} (taken of {rules.format_rate(nominal)} set)"
                 drew = rules.limit_shown(max(pace.interval_us, policy.interval_us), taken)
-                if rules.settles(drew, pace.ceiling_us, strikes):
+                if rules.settles(
+                    max(pace.interval_us, policy.interval_us), pace.ceiling_us, strikes
+                ):
                     # The known limit touched: a margin under the pace that drew it, not half.
                     slower = rules.settled(drew)
                     until = now + rules.settle_ms(self.rng)
                     how = f" ({rules.SETTLE_MARGIN:.0%} of it: the limit known, touched)"
                 else:
-                    slower = rules.halved(too_fast)
+                    # Half the pace taken, but never under a quarter of the rate set: early in
+                    # a window the count says little (0.84/s taken of 200/s set, a rate of
+                    # 25/min for the rest of a run, bench/README.md).
+                    slower = rules.halved(drew)
                     until = now + rules.backoff_ms(strikes, self.rng)
                     how = ""
                 ceiling = rules.remembered_ceiling(pace.ceiling_us, drew)
