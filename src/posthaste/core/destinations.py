@@ -40,15 +40,15 @@ INCREASE_FRACTION = 0.1
 CEILING_MARGIN = 0.9
 PROBE_FRACTION = 0.01
 PROBE_EVERY_MS = 2_000
-# A "slow down" with the rate set near the rate remembered as too fast (at 90 % of it or more:
-# the receiver's limit is known and was just touched) is no reason to halve: the rate goes to
-# ``SETTLE_MARGIN`` of the pace that drew it and the destination rests ``SETTLE_MS``
-# (jittered): half a receiver's sliding second, which the slower pace then drains; then it
-# probes again. Halving and the growing back-off (AIMD) stay for a limit not known yet, a rate
-# far under the one remembered, and "slow down"s that keep coming (``SETTLE_STRIKES`` in a
-# row without a calm spell).
+# A "slow down" with the rate set near the rate remembered as too fast (at 90 % of it or more: the
+# receiver's limit is known and was just touched) is no reason to halve: the rate goes to
+# ``SETTLE_MARGIN`` of the pace that drew it and the destination rests ``SETTLE_MS`` (jittered), a
+# receiver's sliding second (half a second let the rest of the burst draw more "slow down"s within
+# two seconds, each settling 10 % lower: a ratchet); then it probes again. Halving and the growing
+# back-off (AIMD) stay for a limit not known yet, a rate far under the one remembered, and "slow
+# down"s that keep coming (``SETTLE_STRIKES`` in a row without a calm spell).
 SETTLE_MARGIN = 0.9
-SETTLE_MS = 500
+SETTLE_MS = 1_000
 SETTLE_STRIKES = 2
 # The back-off count starts over when the last suspension ended this long ago.
 CALM_MS = 10_000
@@ -173,7 +173,7 @@ def settled(too_fast_us: int) -> int:
 
 
 def settle_ms(rng: random.Random) -> int:
-    """The rest after a "slow down" answered by settling: half the receiver's sliding second,
+    """The rest after a "slow down" answered by settling: the receiver's sliding second,
     jittered as ``backoff_ms``."""
     return int(SETTLE_MS * rng.uniform(0.75, 1.0))
 
