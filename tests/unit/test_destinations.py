@@ -225,10 +225,12 @@ def test_a_slow_down_at_the_known_limit_settles_under_it_instead_of_halving() ->
     assert rules.settles(21_739, ceiling, strikes=1)
     assert rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES)
     assert rules.settled(21_739) == int(21_739 / rules.SETTLE_MARGIN)  # 41.4/s, not 23/s
-    # Halved as before: no limit known yet, a rate set far under it (40/s: climbing back
+    # So is a rate just settled 90 % under a pace that drew one (41.4/s): the limit known.
+    assert rules.settles(24_154, ceiling, strikes=2)
+    # Halved as before: no limit known yet, a rate set far under it (35/s: climbing back
     # after a halving), or "slow down"s that keep coming.
     assert not rules.settles(21_739, 0, strikes=1)
-    assert not rules.settles(25_000, ceiling, strikes=1)
+    assert not rules.settles(28_571, ceiling, strikes=1)
     assert not rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES + 1)
     assert rules.settled(rules.SLOWEST_INTERVAL_US) == rules.SLOWEST_INTERVAL_US
 

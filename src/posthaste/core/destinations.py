@@ -40,7 +40,7 @@ INCREASE_FRACTION = 0.1
 CEILING_MARGIN = 0.9
 PROBE_FRACTION = 0.01
 PROBE_EVERY_MS = 2_000
-# A "slow down" with the rate set near the rate remembered as too fast (at 90 % of it or more: the
+# A "slow down" with the rate set near the rate remembered as too fast (at 80 % of it or more: the
 # receiver's limit is known and was just touched) is no reason to halve: the rate goes to
 # ``SETTLE_MARGIN`` of the pace that drew it and the destination rests ``SETTLE_MS`` (jittered), a
 # receiver's sliding second (half a second let the rest of the burst draw more "slow down"s within
@@ -48,6 +48,7 @@ PROBE_EVERY_MS = 2_000
 # back-off (AIMD) stay for a limit not known yet, a rate far under the one remembered, and "slow
 # down"s that keep coming (``SETTLE_STRIKES`` in a row without a calm spell).
 SETTLE_MARGIN = 0.9
+SETTLE_FROM = 0.8  # of the rate remembered as too fast: below, a "slow down" halves
 SETTLE_MS = 1_000
 SETTLE_STRIKES = 2
 # The back-off count starts over when the last suspension ended this long ago.
@@ -152,10 +153,12 @@ def backoff_ms(strikes: int, rng: random.Random) -> int:
     return int(full * rng.uniform(0.75, 1.0))
 
 
-def near_ceiling(drew_us: int, ceiling_us: int) -> bool:
-    """Whether a "slow down" drawn at ``drew_us`` touched the rate remembered as too fast
-    (``ceiling_us``, 0 for none): at 90 % of it or faster."""
-    return ceiling_us > 0 and US / drew_us >= CEILING_MARGIN * US / ceiling_us * 0.999
+def near_ceiling(set_us: int, ceiling_us: int) -> bool:
+    """Whether the rate set (``set_us``) is where a "slow down" means the limit remembered as
+    too fast (``ceiling_us``, 0 for none) was touched: at ``SETTLE_FROM`` of it or faster,
+    which takes in the rate just settled 90 % under a pace that drew the last one (a rate
+    settled so, 44.9/s under 52.6/s remembered, had its next "slow down" halved)."""
+    return ceiling_us > 0 and US / set_us >= SETTLE_FROM * US / ceiling_us * 0.999
 
 
 def settles(set_us: int, ceiling_us: int, strikes: int) -> bool:
