@@ -4,8 +4,9 @@ A destination is the registered domain of a recipient domain's primary MX host (
 for gmail.com, googlemail.com and every Workspace company). Its policy caps the connections a
 worker process opens to it, the messages sent per connection and the fleet's rate; the current
 rate adapts below the policy's (additive increase, multiplicative decrease): a "slow down" reply
-halves it and suspends the destination for a jittered back-off, steady success raises it again
-step by step. The rate is kept as the interval between two messages, in microseconds, so the
+halves it and suspends the destination for a jittered back-off, or, at a limit already known,
+settles a margin under the pace that drew it after a rest of a second; steady success raises it
+again step by step. The rate is kept as the interval between two messages, in microseconds, so the
 database works on integers (``storage/destinations.py``).
 """
 

@@ -13,7 +13,9 @@ so the fleet's held mail returns about as fast as the destination takes it, each
 about once. After the session it reads the replies: a "slow down"
 (``core/destinations.is_slow_down``, or a burst of failed connections) halves the pace the
 fleet actually took (each claim reports the sessions let through since the last) and suspends
-the destination with a jittered back-off that grows with repeats; steady success raises the
+the destination with a jittered back-off that grows with repeats, or, when the rate set was
+near the pace remembered as too fast, settles 90 % under the pace that drew it after a rest of
+a second (``core/destinations.settles``); steady success raises the
 rate a step at a time back to the policy's while the fleet uses it, slowly near the pace
 remembered as too fast. Every decision goes in the transcript.
 
