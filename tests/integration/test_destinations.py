@@ -364,11 +364,13 @@ async def test_the_rate_taken_not_the_rate_set_is_halved_and_raised(services: Se
     noted = Transcript()
     slow = _reply(421, "4.7.28 slow down")
     assert await throttle.observe("example.org", [slow], None, noted) is not None
-    assert "rate 40/s (taken of 100/s set) -> 20/s" in noted.lines[-1]["note"]
+    # 40/s is under half the rate set: what it shows is 50/s (``rules.limit_shown``), halved
+    # to 25/s; a count early in a window must not drop the rate to a fraction of it.
+    assert "rate 40/s (taken of 100/s set) -> 25/s" in noted.lines[-1]["note"]
     async with services.db.read() as tx:
         pace = await repo.get(tx, "example.org")
-    # 40/s is under half the rate set: 50/s remembered as too fast (``rules.limit_shown``).
-    assert pace is not None and pace.interval_us == 50_000 and pace.ceiling_us == 20_000
+    # 50/s remembered as too fast.
+    assert pace is not None and pace.interval_us == 40_000 and pace.ceiling_us == 20_000
 
 
 async def test_a_slow_down_after_a_step_up_is_answered_one_from_before_the_suspension_not(
@@ -560,3 +562,46 @@ async def test_a_destination_policy_caps_connections_and_messages_per_connection
             await _until(lambda: len(sink.messages) == 6)
         # One connection at a time, each closed after two messages.
         assert sink.connections == 3
+
+
+async def test_a_slow_down_at_the_known_limit_settles_under_it_and_repeats_halve(
+    services: Services,
+) -> None:
+    """With 50/s remembered as too fast, a "slow down" at 45/s sets 90 % of 45/s and rests a
+    second, not half and seconds; the third in a row without a calm spell halves as before."""
+    policy = Policies({"example.io": {"rate": 200.0}})
+    throttle, mx = DestinationThrottle(services.db, policy, rng=random.Random(5)), ["mx.example.io"]
+    await throttle.admit("example.io", mx, Transcript())
+    now = now_ms()
+    async with services.db.transaction() as tx:  # 45/s set, 50/s remembered, calm
+        await tx.conn.execute(
+            update(destinations).values(
+                interval_us=22_222, ceiling_us=20_000, strikes=0, suspended_until=now - 60_000
+            )
+        )
+    slow = _reply(421, "4.7.28 slow down")
+    settled = Transcript()
+    until = await throttle.observe("example.io", [slow], None, settled)
+    assert until is not None
+    note = settled.lines[-1]["note"]
+    assert "rate 45/s -> 40.5/s (90% of it: the limit known, touched)" in note
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.io")
+    assert pace is not None and pace.interval_us == int(22_222 / rules.SETTLE_MARGIN)
+    assert pace.strikes == 1 and pace.suspended_until - now <= rules.SETTLE_MS + 1_000
+
+    async def again() -> str:
+        async with services.db.transaction() as tx:  # the rest over, the rate back at 45/s
+            await tx.conn.execute(
+                update(destinations).values(interval_us=22_222, suspended_until=now_ms() - 1)
+            )
+        noted = Transcript()
+        assert await throttle.observe("example.io", [slow], None, noted) is not None
+        return str(noted.lines[-1]["note"])
+
+    assert "(90% of it: the limit known, touched)" in await again()  # strike 2
+    third = await again()
+    assert "rate 45/s -> 22.5/s, suspended" in third and "(strike 3)" in third
+    async with services.db.read() as tx:
+        pace = await repo.get(tx, "example.io")
+    assert pace is not None and pace.interval_us == 44_444 and pace.strikes == 3

@@ -7,7 +7,7 @@ import dataclasses
 import email
 import email.policy
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,14 +19,17 @@ import httpx
 import pytest
 
 from posthaste.adapters.dns import Resolver
-from posthaste.adapters.envelope import Envelope
+from posthaste.adapters.envelope import Envelope, RecipientReply
 from posthaste.adapters.smtp_client import (
+    MAX_TRANSACTIONS,
     ClientOptions,
     ConnectionPool,
+    SmtpUnavailable,
     TlsContextFactory,
+    Transcript,
     default_tls_context,
 )
-from posthaste.adapters.smtp_transports import MxTransport
+from posthaste.adapters.smtp_transports import Admission, MxTransport, Unthrottled
 from posthaste.adapters.transports import build_transports
 from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
@@ -438,6 +441,61 @@ async def test_connections_per_destination_are_capped_and_reused(zone: ZoneServe
         reports = await sending
         assert [r.code for report in reports for r in report.replies] == [250] * 6
         assert len(sink.messages) == 6 and sink.connections == 2
+        await pool.close()
+
+
+class _OneConnection(Unthrottled):
+    """A throttle allowing one connection per destination that notes, at each slot given, how
+    many sessions had ended by then."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+        self.ended_at_slot: list[int] = []
+
+    async def admit(
+        self,
+        destination: str,
+        mx_hosts: Sequence[str],
+        transcript: Transcript,
+        message_id: str = "",
+    ) -> Admission:
+        self.ended_at_slot.append(self.ended)
+        return Admission(max_connections=1, messages_per_connection=MAX_TRANSACTIONS)
+
+    async def observe(
+        self,
+        destination: str,
+        replies: Sequence[RecipientReply],
+        failed: SmtpUnavailable | None,
+        transcript: Transcript,
+    ) -> int | None:
+        self.ended += 1
+        return None
+
+
+async def test_a_session_takes_its_slot_once_it_has_a_connection(zone: ZoneServer) -> None:
+    """Slots taken before the connection cap would be used when connections free up, the
+    sessions queued behind the cap all at once: a burst at the receiver. Once the cap is
+    known, a session waits for its connection first, then for its slot."""
+    zone.set("example.com", "MX", (10, "mx.example.com"))
+    zone.set("mx.example.com", "A", "127.0.0.1")
+    sink = Sink()
+    async with running_sink(sink):
+        pool, throttle = ConnectionPool(), _OneConnection()
+        transport = MxTransport(
+            Resolver(zone.nameservers), ClientOptions("mx.test"), pool, sink.port, throttle=throttle
+        )
+        raw = b"Subject: x\r\n\r\nbody\r\n"
+        first = Envelope("b@send.acme.test", ["first@example.com"], "<0@acme.test>")
+        await transport.send(first, raw)  # the destination's cap is known from now on
+        envelopes = [
+            Envelope("b@send.acme.test", [f"user{i}@example.com"], f"<{i}@acme.test>")
+            for i in range(1, 4)
+        ]
+        reports = await asyncio.gather(*(transport.send(e, raw) for e in envelopes))
+        assert [r.code for report in reports for r in report.replies] == [250] * 3
+        # Each slot given after the session before it ended, not three slots at once.
+        assert throttle.ended_at_slot == [0, 1, 2, 3]
         await pool.close()
 
 

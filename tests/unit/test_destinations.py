@@ -216,3 +216,28 @@ def test_a_bad_destination_table_is_a_one_line_config_error(
     with pytest.raises(ConfigError, match=message) as caught:
         _load(tmp_path, toml)
     assert "\n" not in str(caught.value)
+
+
+def test_a_slow_down_at_the_known_limit_settles_under_it_instead_of_halving() -> None:
+    ceiling = 20_000  # 50/s drew the last "slow down"
+    # 46/s set (within 90 % of 50/s), the first or second in a row: the limit known, touched.
+    assert rules.near_ceiling(21_739, ceiling)
+    assert rules.settles(21_739, ceiling, strikes=1)
+    assert rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES)
+    assert rules.settled(21_739) == int(21_739 / rules.SETTLE_MARGIN)  # 41.4/s, not 23/s
+    # So is a rate just settled 90 % under a pace that drew one (41.4/s): the limit known.
+    assert rules.settles(24_154, ceiling, strikes=2)
+    # Halved as before: no limit known yet, a rate set far under it (35/s: climbing back
+    # after a halving), or "slow down"s that keep coming.
+    assert not rules.settles(21_739, 0, strikes=1)
+    assert not rules.settles(28_571, ceiling, strikes=1)
+    assert not rules.settles(21_739, ceiling, strikes=rules.SETTLE_STRIKES + 1)
+    assert rules.settled(rules.SLOWEST_INTERVAL_US) == rules.SLOWEST_INTERVAL_US
+
+
+def test_a_settling_rest_is_the_receivers_sliding_second_jittered() -> None:
+    rng = random.Random(7)
+    rests = [rules.settle_ms(rng) for _ in range(50)]
+    assert all(rules.SETTLE_MS * 0.75 <= rest <= rules.SETTLE_MS for rest in rests)
+    assert max(rests) < rules.backoff_ms(1, random.Random(7))  # shorter than a halving's
+    assert len(set(rests)) > 1

@@ -390,7 +390,35 @@ class MxTransport:
         decision: StsDecision = NO_POLICY,
         outcomes: list[TlsOutcome] | None = None,
     ) -> tuple[list[RecipientReply], str | None]:
-        """The session, when the destination's throttle lets it go; held mail is not sent."""
+        """The session, when the destination's throttle lets it go; held mail is not sent.
+
+        The connection cap is taken before the throttle's slot (once the destination's cap is
+        known, after its first admission): a session that took its slot and then queued for a
+        connection would go when one frees, with the others queued behind it, a burst at the
+        receiver however evenly the slots were spaced."""
+        cap = self._caps.get(destination)
+        if cap is not None:
+            await cap.acquire()
+        try:
+            return await self._admitted(
+                destination, hosts, envelope, raw, transcript, decision, outcomes, cap
+            )
+        finally:
+            if cap is not None:
+                cap.release()
+
+    async def _admitted(
+        self,
+        destination: str,
+        hosts: list[str],
+        envelope: Envelope,
+        raw: bytes,
+        transcript: Transcript,
+        decision: StsDecision,
+        outcomes: list[TlsOutcome] | None,
+        cap: asyncio.Semaphore | None,
+    ) -> tuple[list[RecipientReply], str | None]:
+        """``_paced`` with the connection cap held (``cap``), or not yet known (None)."""
         admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
         if admission.hold_until is not None:
             return _held(envelope, admission.hold_until, admission.reason, destination), None
@@ -398,10 +426,15 @@ class MxTransport:
         if source.hold_until is not None:
             held = _held(envelope, source.hold_until, source.reason, destination, warmup=True)
             return held, None
-        cap = self._caps.setdefault(destination, asyncio.Semaphore(admission.max_connections))
         most = admission.messages_per_connection
         try:
-            async with cap:
+            if cap is None:  # the destination's first sessions: its cap is known from now on
+                first = asyncio.Semaphore(admission.max_connections)
+                async with self._caps.setdefault(destination, first):
+                    replies, host = await self._try_hosts(
+                        hosts, envelope, raw, transcript, most, decision, outcomes, source
+                    )
+            else:
                 replies, host = await self._try_hosts(
                     hosts, envelope, raw, transcript, most, decision, outcomes, source
                 )
