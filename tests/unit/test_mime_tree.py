@@ -200,6 +200,7 @@ def test_a_leaf_left_unread_has_the_size_its_payload_decodes_to(
         [whole], [left] = read.get_payload(), unread.get_payload()
         assert isinstance(whole, Message) and isinstance(left, Message)
         assert decoded_size(left) == decoded_size(whole) == len(decoded_payload(whole) or b"")
+        assert decoded_payload(left) == decoded_payload(whole)  # read where it is, if unread
         assert left.get_payload() in ("", whole.get_payload())  # unread, or read as ever
 
 

@@ -77,10 +77,18 @@ def test_a_missing_date_is_added_on_top_and_a_missing_message_id_left_to_the_sen
     request = parse_submission(raw, ["ann@example.com"], NOW).request
     # No id of its own: the send path gives it the email's (<email id@from domain>).
     assert request.message_id is None
-    assert request.raw == b"Date: Mon, 23 Nov 2026 12:00:00 +0000\r\n" + raw
-    assert with_message_id(request.raw, "<e1@acme.test>") == (
-        b"Message-ID: <e1@acme.test>\r\n" + request.raw
+    # The Date goes on top of the submitted bytes, kept apart: the message is not copied.
+    assert request.raw is raw and request.raw_top == b"Date: Mon, 23 Nov 2026 12:00:00 +0000\r\n"
+    assert with_message_id(request.raw_top, "<e1@acme.test>") == (
+        b"Message-ID: <e1@acme.test>\r\n" + request.raw_top
     )
+
+
+def test_a_missing_date_goes_on_top_of_a_message_whose_header_lost_fields() -> None:
+    raw = mime(Date="", Bcc="secret@example.com", X_Posthaste_Tags="a=1")
+    request = parse_submission(raw, ["ann@example.com"], NOW).request
+    assert request.raw_top == b"Date: Mon, 23 Nov 2026 12:00:00 +0000\r\n"
+    assert request.raw == mime(Date="") and request.tags == {"a": "1"}
 
 
 def test_envelope_recipients_are_the_to_when_no_header_names_them() -> None:
@@ -102,6 +110,20 @@ def test_attachments_and_inline_parts_are_recorded() -> None:
         ("invoice.pdf", "application/pdf", b"%PDF-1.4", None),
     ]
     assert request.text == "Hi there\n"
+
+
+def test_attachments_are_decoded_from_the_message_s_bytes_as_the_stdlib_decodes_them() -> None:
+    message = email.message_from_bytes(mime(), policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    message.add_attachment(bytes(range(256)) * 300, "application", "octet-stream", filename="a")
+    message.add_attachment("Notes\n", filename="notes.txt", cte="base64")  # a text attachment
+    message.add_attachment(b"=\x00", "application", "x-odd", cte="quoted-printable")
+    raw = message.as_bytes(policy=email.policy.SMTP)
+    request = parse_submission(raw, ["ann@example.com"], NOW).request
+    stdlib = email.message_from_bytes(raw, policy=email.policy.default)
+    expected = [part.get_payload(decode=True) for part in stdlib.iter_attachments()]
+    assert [a.content for a in request.attachments] == expected
+    assert request.text == "Hi there\n" and request.html == "<p>Hi there</p>\n"
 
 
 @pytest.mark.parametrize(

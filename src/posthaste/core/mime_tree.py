@@ -54,9 +54,10 @@ def read_tree(
     ``policy.default``).
 
     A leaf for which ``unread`` is true (asked with its header fields set) and whose payload is
-    well-formed base64 is left unread: its payload is empty and ``decoded_size`` counts its
-    bytes from the message's. A reader that needs only an attachment's size (received mail)
-    then never holds a copy of it."""
+    well-formed base64 is left unread: its payload is empty, ``decoded_size`` counts its bytes
+    from the message's and ``decoded_payload`` decodes them from where they are in ``raw``. A
+    reader that needs only an attachment's size (received mail) then never holds a copy of it,
+    and one that needs its bytes (the relay) holds them but never the base64 text."""
     if b"\r" in raw and _BARE_CR.search(raw):
         return None  # the stdlib's parser ends lines at a bare CR too
     return _entity(_Reader(raw, policy, unread), 0, len(raw), 0)
@@ -105,6 +106,7 @@ def _entity(reader: _Reader, start: int, end: int, depth: int) -> Message | None
         else:
             message.set_payload("")
             message.__dict__[_UNREAD_SIZE] = size
+            message.__dict__[_UNREAD_SPAN] = (raw, body, stop)
         return message
     return _multipart(reader, message, body, end, depth)
 
@@ -211,7 +213,12 @@ def decoded_payload(part: Message) -> bytes | None:
     """What ``part.get_payload(decode=True)`` returns. A well-formed base64 payload (lines of
     the alphabet, padding only at its end) is decoded where it is: the stdlib encodes it to
     bytes, splits it into lines and joins them before decoding, four copies of an attachment
-    in memory at once besides the one the part holds."""
+    in memory at once besides the one the part holds. A leaf ``read_tree`` left unread is
+    decoded from the message's bytes, where they are."""
+    span = part.__dict__.get(_UNREAD_SPAN)
+    if isinstance(span, tuple):
+        raw, start, end = span
+        return binascii.a2b_base64(memoryview(raw)[start:end])
     payload = _payload(part)
     if isinstance(payload, str) and _plain_base64(part, payload) is not None:
         return binascii.a2b_base64(payload)
@@ -238,7 +245,9 @@ def _payload(part: Message) -> object:
     return part.__dict__.get("_payload")
 
 
-_UNREAD_SIZE = "_posthaste_unread_size"  # on a leaf read_tree left unread: its decoded size
+# On a leaf read_tree left unread: its decoded size, and its base64 as (message, start, end).
+_UNREAD_SIZE = "_posthaste_unread_size"
+_UNREAD_SPAN = "_posthaste_unread_span"
 
 
 def _unread_size(reader: _Reader, part: Message, start: int, end: int) -> int | None:

@@ -60,6 +60,7 @@ class SendRequest:
     stream_id: str | None
     attachments: list[Attachment] = field(default_factory=list)
     raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
+    raw_top: bytes = b""  # header lines it lacked (``Date``), kept on top of ``raw``
     # Its Message-ID, ``<id>``; None: the email's ``<email id@from domain>`` (added to ``raw``)
     message_id: str | None = None
     # A broadcast's recipient: its content is already rendered (from ``template_id``, if any)

@@ -15,7 +15,8 @@ Decisions:
   ``X-Posthaste-Idempotency-Key: <key>`` are read; every ``X-Posthaste-*`` field is removed from
   the stored message, and so is a ``Bcc`` field (as MTAs do on submission). The other header
   lines and the body are kept byte for byte; a missing ``Message-ID`` or ``Date`` is added at
-  the top.
+  the top. The ``Date`` is not joined to the message: the request carries it apart
+  (``raw_top``, header lines on top of ``raw``), and the send path stores the two as parts.
 - A message without a ``Subject`` has the empty subject; one without a text or html body part
   is recorded with an empty ``text``.
 """
@@ -84,13 +85,15 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     fields, body = _split_header(raw)
     control = {f.name: f.value() for f in fields if f.name.startswith(CONTROL_PREFIX)}
     read = _read_request(raw, recipients, control)  # the MIME tree is gone after it
-    added = [] if read.dated else [_date_field(now.replace(microsecond=0))]
+    added = b"" if read.dated else _date_field(now.replace(microsecond=0))
     kept = [f.lines for f in fields if not _removed(f.name)]
-    unchanged = not added and len(kept) == len(fields)
+    # Only lines on top: the submitted bytes are kept as they are, the lines beside them.
+    unchanged = len(kept) == len(fields)
     request = replace(
         read.request,
         attachments=read.attachments,
-        raw=raw if unchanged else _joined(added, kept, raw, body),
+        raw=raw if unchanged else _joined(kept, raw, body),
+        raw_top=added,
         message_id=read.message_id,
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
@@ -118,16 +121,25 @@ def _read_request(raw: bytes, recipients: Sequence[str], control: dict[bytes, st
     return _Read(request, bodies.attachments, _message_id(message), dated)
 
 
-def _joined(added: list[bytes], kept: list[bytes], raw: bytes, body: int) -> bytes:
-    """The message to keep, its header changed: one copy, the body read where it is."""
-    return b"".join([*added, *kept, memoryview(raw)[body:]])
+def _joined(kept: list[bytes], raw: bytes, body: int) -> bytes:
+    """The message to keep, fields removed from its header: one copy, the body read where it
+    is."""
+    return b"".join([*kept, memoryview(raw)[body:]])
 
 
 def _tree(raw: bytes) -> Message:
     """The MIME tree: built from the lines where the message is of the usual shapes (about a
-    third of the stdlib parser's CPU), else by the stdlib's parser; the same tree either way."""
-    tree = read_tree(raw)
+    third of the stdlib parser's CPU), else by the stdlib's parser; the same tree either way.
+    A leaf that cannot be a body whose base64 is well-formed is left unread: its bytes are
+    decoded from the message's (``decoded_payload``), never held as base64 text."""
+    tree = read_tree(raw, unread=_not_a_body)
     return parse_message(raw) if tree is None else tree
+
+
+def _not_a_body(part: Message) -> bool:
+    """A leaf ``_Bodies.of`` can only take for an attachment."""
+    inline = part.get_content_disposition() != "attachment"
+    return not (inline and part.get_content_type() in ("text/plain", "text/html"))
 
 
 @functools.lru_cache(maxsize=2)

@@ -461,14 +461,16 @@ def _kept_raw(
     request: SendRequest, email: Email, added: Mapping[str, str]
 ) -> tuple[bytes, ...] | None:
     """A relay submission's bytes to keep: one without its own Message-ID gets the email's,
-    and the header fields the send path added go on top (signed with the rest on delivery).
-    In parts: a large message is not copied to put a line on top of it."""
+    and the header fields the send path added go on top (signed with the rest on delivery),
+    above the lines the submission added (``raw_top``). In parts: a large message is not
+    copied to put a line on top of it."""
     raw = request.raw
     if raw is None:
         return None
     on_top = header_lines(added) if added else b""
     if request.message_id is None:
         on_top += with_message_id(b"", email.message_id)
+    on_top += request.raw_top
     return (on_top, raw) if on_top else (raw,)
 
 
