@@ -1,7 +1,8 @@
 """A real SMTP server on loopback (aiosmtpd) that receives what delivery sends.
 
 It answers each recipient by the first matching rule of ``rules`` (local part prefix → reply,
-e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``), else 250; DATA
+e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``; ``"hang up"``
+closes the connection instead), else 250; DATA
 answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps the first
 ``hold_count`` DATA commands waiting until it is set. It may offer STARTTLS, require AUTH,
 or speak implicit TLS, with a self-signed certificate from ``make_certificate``. ``size_limit``
@@ -74,6 +75,9 @@ class Sink:
     ) -> str:
         local = address.rpartition("@")[0]
         for prefix, reply in self.rules.items():
+            if local.startswith(prefix) and reply == "hang up":
+                server.transport.close()
+                return "421 4.3.2 Closing the connection"
             if local.startswith(prefix):
                 return reply
         envelope.rcpt_tos.append(address)

@@ -4,11 +4,14 @@ aiosmtpd sink that notes how the client's bytes arrived; nothing mocked."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from posthaste.config import Settings
 from tests.integration.test_smtp_delivery import mailer, smarthost
-from tests.smtp_sink import Sink, running_sink
+from tests.smtp_sink import Sink, make_certificate, running_sink, server_context, trusting
 
 RULES = {"defer": "451 4.3.0 Mailbox busy, try later", "unknown": "550 5.1.1 No such user"}
 RECIPIENTS = ["ok@example.com", "defer@example.com", "unknown@example.com"]
@@ -86,3 +89,44 @@ async def test_a_server_without_pipelining_gets_one_command_at_a_time(
         events = (await m.get(f"/emails/{email_id}/events"))["data"]
         outcomes = {(e["type"], e["data"]["to"][0]) for e in events if "to" in e["data"]}
         assert ("email.bounced", "unknown@example.com") in outcomes
+
+
+@pytest.mark.parametrize("mode", ["starttls", "implicit"])
+async def test_pipelining_over_tls_with_auth(settings: Settings, tmp_path: Path, mode: str) -> None:
+    cert = make_certificate(tmp_path)
+    sink = Sink(credentials=("relay-user", "s3cret-pass"), pipelining=True)
+    context = server_context(*cert)
+    async with (
+        running_sink(sink, tls=context, implicit_tls=mode == "implicit", require_auth=True),
+        mailer(settings, smarthost(sink, mode, "relay-user"), tls_context=trusting(cert[0])) as m,
+    ):
+        for _ in range(2):
+            email_id = await m.send(to=["a@example.com", "b@example.com"])
+            await m.deliver()
+            attempts = (await m.get(f"/emails/{email_id}/attempts"))["data"]
+            assert (await m.get(f"/emails/{email_id}"))["status"] == "sent", [
+                a["transcript"] for a in attempts
+            ]
+        assert [sorted(r.recipients) for r in sink.messages] == [
+            ["a@example.com", "b@example.com"]
+        ] * 2
+        assert all(r.tls and r.authenticated_as == "relay-user" for r in sink.messages)
+        assert len(grouped(sink)) == 2 and sink.connections == 1
+
+
+async def test_a_server_hanging_up_mid_group_defers_and_is_dialled_again(
+    settings: Settings,
+) -> None:
+    sink = Sink(rules={"drop": "hang up"}, pipelining=True)
+    async with running_sink(sink), mailer(settings, smarthost(sink)) as m:
+        dropped = await m.send(to=["drop@example.com"])
+        await m.deliver()
+        events = (await m.get(f"/emails/{dropped}/events"))["data"]
+        assert "email.delivery_delayed" in [e["type"] for e in events]
+        assert sink.messages == []
+        sink.rules.clear()
+        email_id = await m.send(to=["ok@example.com"])
+        await m.deliver()
+        assert (await m.get(f"/emails/{email_id}"))["status"] == "sent"
+        assert ["ok@example.com"] in [r.recipients for r in sink.messages]
+        assert sink.connections >= 2
