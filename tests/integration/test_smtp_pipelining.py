@@ -4,6 +4,8 @@ aiosmtpd sink that notes how the client's bytes arrived; nothing mocked."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +132,19 @@ async def test_a_server_hanging_up_mid_group_defers_and_is_dialled_again(
         assert (await m.get(f"/emails/{email_id}"))["status"] == "sent"
         assert ["ok@example.com"] in [r.recipients for r in sink.messages]
         assert sink.connections >= 2
+
+
+async def test_a_stalled_reply_to_the_message_times_out_into_a_deferral(
+    settings: Settings,
+) -> None:
+    sink = Sink(hold=asyncio.Event(), pipelining=True)  # takes the message, never answers it
+    configured = dataclasses.replace(settings, region_smtp_timeout={settings.default_region: 0.5})
+    async with running_sink(sink), mailer(configured, smarthost(sink)) as m:
+        email_id = await m.send()
+        await m.deliver()
+        events = (await m.get(f"/emails/{email_id}/events"))["data"]
+        # The first attempt timed out (a retry, 0.2 s later, may have gone through since).
+        delayed = next(e for e in events if e["type"] == "email.delivery_delayed")
+        diagnostic = delayed["data"]["delay"]["diagnostic"]
+        assert diagnostic == "451 4.4.1 No answer from the server (timed out)"
+        assert len(grouped(sink)) >= 1
