@@ -148,3 +148,8 @@ async def test_a_stalled_reply_to_the_message_times_out_into_a_deferral(
         diagnostic = delayed["data"]["delay"]["diagnostic"]
         assert diagnostic == "451 4.4.1 No answer from the server (timed out)"
         assert len(grouped(sink)) >= 1
+        # The replies read before the wait are in the transcript, the message sent after 354.
+        transcript = (await m.get(f"/emails/{email_id}/attempts"))["data"][0]["transcript"]
+        lines = [x.get("reply") or x.get("command") or x["note"] for x in transcript]
+        assert lines[-3].startswith("354") and lines[-2].endswith("bytes, not shown)")
+        assert lines[-1].startswith("timed out")

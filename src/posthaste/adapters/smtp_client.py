@@ -346,19 +346,14 @@ async def _deliver_pipelined(
     final: bool,
     options: list[str],
 ) -> list[RecipientReply]:
-    """``deliver`` as one pipelined group (RFC 2920): the same replies per recipient, the
-    same transcript lines (commands in the order written, then the replies as read)."""
+    """``deliver`` as one pipelined group (RFC 2920): the same replies per recipient; the
+    transcript has the commands in the order written and the replies as read."""
     client = conn.client
     recipients = list(envelope.recipients)
     commands = group_commands(envelope.mail_from, options, recipients, envelope.smtputf8)
-    for command in commands:
-        transcript.command(command.decode("utf-8", "replace"))
-    group, replies = await pipelined_transaction(client, commands, recipients, raw, client.timeout)
-    for index, reply in enumerate(group):
-        if index == len(commands):  # DATA was answered 354: the message, or the end mark alone
-            sent = "." if replies.data is None else f"({len(raw)} bytes, not shown)"
-            transcript.command(sent)
-        transcript.reply(reply.code, reply.message)
+    replies = await pipelined_transaction(
+        client, commands, recipients, raw, client.timeout, transcript
+    )
     if not 200 <= replies.mail[0] < 300:
         await _rset(client, transcript)
         return [RecipientReply(r, *replies.mail, final) for r in recipients]

@@ -18,7 +18,7 @@ import asyncio
 import collections
 import re
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
 import aiosmtplib
 from aiosmtplib.email import quote_address
@@ -30,6 +30,14 @@ _LEADING_PERIOD = re.compile(rb"(?m)^\.")
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 
 Reply = tuple[int, str]
+
+
+class Notes(Protocol):
+    """Where each command is noted as written and each reply as read (``Transcript``)."""
+
+    def command(self, text: str) -> None: ...
+
+    def reply(self, code: int, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -135,11 +143,12 @@ async def pipelined_transaction(
     recipients: list[str],
     raw: bytes,
     wait: float | None,
-) -> tuple[list[aiosmtplib.SMTPResponse], GroupReplies]:
+    notes: Notes,
+) -> GroupReplies:
     """Send ``commands`` (``group_commands``) in one write, then the message if DATA is
-    answered 354 and a recipient was accepted, waiting ``wait`` seconds at most for each reply.
-    Returns every reply in order (for the transcript) and what they say. Any failure leaves
-    the connection unusable: the caller closes it."""
+    answered 354 and a recipient was accepted, waiting ``wait`` seconds at most for each reply;
+    each command and reply noted in ``notes`` as it goes. Any failure leaves the connection
+    unusable: the caller closes it."""
     transport = cast(asyncio.Transport | None, client.transport)  # uvloop's is no subclass
     if transport is None or transport.is_closing():
         raise aiosmtplib.SMTPServerDisconnected("Connection lost")
@@ -148,7 +157,9 @@ async def pipelined_transaction(
     transport.set_protocol(replies)
     try:
         transport.write(b"\r\n".join(commands) + b"\r\n")
-        group = [await replies.next(wait) for _ in commands]
+        for command in commands:
+            notes.command(command.decode("utf-8", "replace"))
+        group = [await _next(replies, wait, notes) for _ in commands]
         mail, data = group[0], group[-1]
         rcpts = zip(recipients, group[1:-1], strict=True)
         answers = {r: (reply.code, reply.message) for r, reply in rcpts}
@@ -157,12 +168,18 @@ async def pipelined_transaction(
         if data.code == 354:
             # RFC 2920 §3.1: a 354 with no recipient accepted still needs the end mark.
             transport.write(message_bytes(raw) if accepted else b".\r\n")
-            last = await replies.next(wait)
-            group.append(last)
+            notes.command(f"({len(raw)} bytes, not shown)" if accepted else ".")
+            last = await _next(replies, wait, notes)
             final = (last.code, last.message) if accepted else None
         elif accepted:
             final = (data.code, data.message)
     finally:
         if not transport.is_closing():
             transport.set_protocol(original)
-    return group, GroupReplies((mail.code, mail.message), answers, final)
+    return GroupReplies((mail.code, mail.message), answers, final)
+
+
+async def _next(replies: _Replies, wait: float | None, notes: Notes) -> aiosmtplib.SMTPResponse:
+    reply = await replies.next(wait)
+    notes.reply(reply.code, reply.message)
+    return reply
