@@ -1,14 +1,17 @@
 """A real SMTP server on loopback (aiosmtpd) that receives what delivery sends.
 
 It answers each recipient by the first matching rule of ``rules`` (local part prefix → reply,
-e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``), else 250; DATA
+e.g. ``{"defer": "451 4.3.0 Try later", "unknown": "550 5.1.1 No such user"}``; ``"hang up"``
+closes the connection instead), else 250; DATA
 answers ``250 2.0.0 Ok: queued as Q<n>``. ``hold`` (an ``asyncio.Event``) keeps the first
 ``hold_count`` DATA commands waiting until it is set. It may offer STARTTLS, require AUTH,
 or speak implicit TLS, with a self-signed certificate from ``make_certificate``. ``size_limit``
 is advertised as ``SIZE`` (None: no SIZE); ``eight_bit = False`` makes it a server without
 8BITMIME. Each message records the sink's address it came in on, the sender's address it came
 from (``peer``) and its HELO name. ``also`` serves the same sink on more loopback addresses
-(127.0.0.2, ...), same port.
+(127.0.0.2, ...), same port. ``pipelining`` advertises PIPELINING (RFC 2920; aiosmtpd reads
+pipelined commands either way); ``chunks`` holds what the clients' writes arrived as, to tell
+a pipelined group from commands sent one at a time.
 """
 
 from __future__ import annotations
@@ -56,12 +59,25 @@ class Sink:
     credentials: tuple[str, str] | None = None
     size_limit: int | None = 2**25
     eight_bit: bool = True
+    pipelining: bool = False
+    chunks: list[bytes] = field(default_factory=list)
+
+    async def handle_EHLO(
+        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, responses: Any
+    ) -> list[str]:
+        session.host_name = hostname
+        if self.pipelining:
+            return [*responses[:-1], "250-PIPELINING", responses[-1]]
+        return list(responses)
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
     ) -> str:
         local = address.rpartition("@")[0]
         for prefix, reply in self.rules.items():
+            if local.startswith(prefix) and reply == "hang up":
+                server.transport.close()
+                return "421 4.3.2 Closing the connection"
             if local.startswith(prefix):
                 return reply
         envelope.rcpt_tos.append(address)
@@ -165,7 +181,8 @@ async def running_sink(
 
     def protocol() -> SMTP:
         sink.connections += 1
-        return SMTP(
+        return _Recording(
+            sink.chunks,
             sink,
             hostname="sink.test",
             enable_SMTPUTF8=True,
@@ -191,6 +208,18 @@ async def running_sink(
             sink.hold.set()
         for server in servers:
             await server.wait_closed()
+
+
+class _Recording(SMTP):  # type: ignore[misc]
+    """aiosmtpd's server, noting each chunk of bytes as it arrived."""
+
+    def __init__(self, chunks: list[bytes], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._chunks = chunks
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        super().data_received(data)
 
 
 async def _serve(

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import aiosmtplib
 
 from posthaste.adapters.envelope import Envelope, RecipientReply
+from posthaste.adapters.smtp_pipelining import group_commands, pipelined_transaction
 from posthaste.core.tls_reports import TlsResult
 
 TlsMode = Literal["starttls", "implicit", "none"]
@@ -312,6 +313,8 @@ async def deliver(
         return [RecipientReply(r, *refusal, final) for r in envelope.recipients]
     try:
         options = _mail_options(client, envelope, len(raw), eight_bit)
+        if client.supports_extension("pipelining"):
+            return await _deliver_pipelined(conn, envelope, raw, transcript, final, options)
         refused = await _mail_from(client, envelope, transcript, options)
         if refused is not None:
             return [RecipientReply(r, refused[0], refused[1], final) for r in envelope.recipients]
@@ -332,6 +335,38 @@ async def deliver(
         if r in accepted
         else RecipientReply(r, c, t, final)
         for r, (c, t) in answers.items()
+    ]
+
+
+async def _deliver_pipelined(
+    conn: Connection,
+    envelope: Envelope,
+    raw: bytes,
+    transcript: Transcript,
+    final: bool,
+    options: list[str],
+) -> list[RecipientReply]:
+    """``deliver`` as one pipelined group (RFC 2920): the same replies per recipient; the
+    transcript has the commands in the order written and the replies as read."""
+    client = conn.client
+    recipients = list(envelope.recipients)
+    commands = group_commands(envelope.mail_from, options, recipients, envelope.smtputf8)
+    replies = await pipelined_transaction(
+        client, commands, recipients, raw, client.timeout, transcript
+    )
+    if not 200 <= replies.mail[0] < 300:
+        await _rset(client, transcript)
+        return [RecipientReply(r, *replies.mail, final) for r in recipients]
+    if replies.data is None:
+        await _rset(client, transcript)
+        return [RecipientReply(r, c, t, final) for r, (c, t) in replies.recipients.items()]
+    code, text = replies.data
+    provider_id = envelope.message_id if final else provider_message_id(text)
+    return [
+        RecipientReply(r, code, text, final, provider_id)
+        if 200 <= c < 300
+        else RecipientReply(r, c, t, final)
+        for r, (c, t) in replies.recipients.items()
     ]
 
 
