@@ -40,7 +40,8 @@ ATTACHMENT = 15 * MIB  # base64 in lines of 76: a message of about 20 MiB
 # message M: DATA is read in chunks written unstuffed into one buffer as they go (about 1.1 M at
 # its peak). The relay then holds the message and the attachment's bytes (0.75 M): its base64 is
 # left unread in the MIME tree and decoded from the message's bytes, and the Date it lacked
-# (this message has none) goes on top of the message as a part of its own, never joined. The
+# (this message has none) and its header lines without the Bcc it removes go on top of the
+# message's body as a part of their own, the body stored from where it lies, never joined. The
 # inbound server keeps our Authentication-Results field and the message as two parts, never
 # joined (SQLite writes them into the blob where they are, PostgreSQL in pieces), and reads
 # only the sizes of attachments (their base64 is never decoded at arrival). On PostgreSQL a
@@ -53,9 +54,11 @@ BOUND |= {("relay", "postgres"): 2.0, ("inbound", "postgres"): 1.4}
 # The message is made and sent by a client in its own process, which leaves it in a file.
 CLIENT = """
 import email.message, email.policy, os, smtplib, ssl, sys
-port, cafile, key, size, out = sys.argv[1:]
+port, cafile, key, size, out, bcc = sys.argv[1:]
 message = email.message.EmailMessage()
 message["From"], message["To"] = "Acme <hello@acme.test>", "Ann <ann@acme.test>"
+if bcc:
+    message["Bcc"] = bcc
 message["Subject"] = "Large"
 message.set_content("Attached.\\n")
 message.add_alternative("<p>Attached.</p>", subtype="html")
@@ -83,9 +86,10 @@ async def traced_peak(action: Callable[[], Awaitable[Any]]) -> int:
     return peak - base
 
 
-async def send_large(port: int, cafile: Path, key: str, out: Path) -> int:
+async def send_large(port: int, cafile: Path, key: str, out: Path, bcc: str = "") -> int:
     """Send the large message from another process; the peak traced here meanwhile."""
     command = [sys.executable, "-c", CLIENT, str(port), str(cafile), key, str(ATTACHMENT), str(out)]
+    command.append(bcc)
 
     async def run() -> None:
         done = await asyncio.to_thread(subprocess.run, command, capture_output=True, timeout=300)
@@ -125,16 +129,18 @@ async def test_a_large_submission_is_stored_within_its_copies(
 ) -> None:
     cafile = services.settings.data_dir / CERT_FILENAME
     sent = tmp_path / "sent.eml"
-    peak = await send_large(relay.ports[0], cafile, tenant.test, sent)
+    # With a Bcc field, which the relay removes: the header changes, the body is kept in place.
+    peak = await send_large(relay.ports[0], cafile, tenant.test, sent, bcc="Bo <bo@acme.test>")
     raw = sent.read_bytes()
     copies = peak / len(raw)
     assert copies <= BOUND["relay", backend], f"{copies:.2f} copies"
     [email] = (await client.get("/emails", headers=tenant.headers())).json()["data"]
     kept = await client.get(f"/emails/{email['id']}/raw", headers=tenant.headers())
-    # The message as submitted, under the Message-ID and the Date it lacked.
+    # The message as submitted, without its Bcc, under the Message-ID and the Date it lacked.
     message_id, date, submitted = kept.content.split(b"\r\n", 2)
     assert message_id.startswith(b"Message-ID: <") and date.startswith(b"Date: ")
-    assert submitted == raw
+    assert b"Bcc: Bo <bo@acme.test>\r\n" in raw
+    assert submitted == raw.replace(b"Bcc: Bo <bo@acme.test>\r\n", b"")
     assert await large_objects(services, backend) == 0
 
 

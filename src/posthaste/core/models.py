@@ -188,8 +188,9 @@ class NewEmail:
     recipients: list[tuple[str, str]]  # unique (lookup address, kind) pairs
     attachments: list[Attachment]
     # A relay submission's message, kept as submitted, in parts (header lines the send path
-    # added, then the submitted bytes): joined only where the database needs one buffer.
-    raw: tuple[bytes, ...] | None
+    # added, then the submitted bytes, or a view of them from the body on when header fields
+    # were removed): joined only where the database needs one buffer.
+    raw: tuple[bytes | memoryview, ...] | None
 
 
 @dataclass(frozen=True)

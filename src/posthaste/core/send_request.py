@@ -60,7 +60,11 @@ class SendRequest:
     stream_id: str | None
     attachments: list[Attachment] = field(default_factory=list)
     raw: bytes | None = None  # a relay submission: the message to keep, not rebuild
-    raw_top: bytes = b""  # header lines it lacked (``Date``), kept on top of ``raw``
+    # Header lines kept on top of ``raw[raw_from:]``: the ``Date`` it lacked, and its own header
+    # lines when fields were removed (``raw_from`` then where its body starts): a large message
+    # is kept where it is, never copied to add or drop a line.
+    raw_top: bytes = b""
+    raw_from: int = 0
     # Its Message-ID, ``<id>``; None: the email's ``<email id@from domain>`` (added to ``raw``)
     message_id: str | None = None
     # A broadcast's recipient: its content is already rendered (from ``template_id``, if any)

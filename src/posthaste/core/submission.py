@@ -15,8 +15,9 @@ Decisions:
   ``X-Posthaste-Idempotency-Key: <key>`` are read; every ``X-Posthaste-*`` field is removed from
   the stored message, and so is a ``Bcc`` field (as MTAs do on submission). The other header
   lines and the body are kept byte for byte; a missing ``Message-ID`` or ``Date`` is added at
-  the top. The ``Date`` is not joined to the message: the request carries it apart
-  (``raw_top``, header lines on top of ``raw``), and the send path stores the two as parts.
+  the top. Neither is joined to the message: the request carries the header lines apart
+  (``raw_top``: the ``Date``, and the kept fields when some were removed, the body then taken
+  from ``raw_from``), and the send path stores them and the submitted bytes as parts.
 - A message without a ``Subject`` has the empty subject; one without a text or html body part
   is recorded with an empty ``text``.
 """
@@ -87,13 +88,15 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     read = _read_request(raw, recipients, control)  # the MIME tree is gone after it
     added = b"" if read.dated else _date_field(now.replace(microsecond=0))
     kept = [f.lines for f in fields if not _removed(f.name)]
-    # Only lines on top: the submitted bytes are kept as they are, the lines beside them.
+    # The submitted bytes are kept as they are; the lines on top of them, or on top of the body
+    # when fields were removed, beside them.
     unchanged = len(kept) == len(fields)
     request = replace(
         read.request,
         attachments=read.attachments,
-        raw=raw if unchanged else _joined(kept, raw, body),
-        raw_top=added,
+        raw=raw,
+        raw_top=added if unchanged else added + b"".join(kept),
+        raw_from=0 if unchanged else body,
         message_id=read.message_id,
     )
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
@@ -119,12 +122,6 @@ def _read_request(raw: bytes, recipients: Sequence[str], control: dict[bytes, st
     check_attachment_budget(bodies.attachments)
     dated = message.get("Date") is not None
     return _Read(request, bodies.attachments, _message_id(message), dated)
-
-
-def _joined(kept: list[bytes], raw: bytes, body: int) -> bytes:
-    """The message to keep, fields removed from its header: one copy, the body read where it
-    is."""
-    return b"".join([*kept, memoryview(raw)[body:]])
 
 
 def _tree(raw: bytes) -> Message:

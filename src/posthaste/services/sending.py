@@ -459,7 +459,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
 
 def _kept_raw(
     request: SendRequest, email: Email, added: Mapping[str, str]
-) -> tuple[bytes, ...] | None:
+) -> tuple[bytes | memoryview, ...] | None:
     """A relay submission's bytes to keep: one without its own Message-ID gets the email's,
     and the header fields the send path added go on top (signed with the rest on delivery),
     above the lines the submission added (``raw_top``). In parts: a large message is not
@@ -471,7 +471,8 @@ def _kept_raw(
     if request.message_id is None:
         on_top += with_message_id(b"", email.message_id)
     on_top += request.raw_top
-    return (on_top, raw) if on_top else (raw,)
+    kept = memoryview(raw)[request.raw_from :] if request.raw_from else raw
+    return (on_top, kept) if on_top else (kept,)
 
 
 def _pending(items: list[_Item]) -> Iterator[_Item]:

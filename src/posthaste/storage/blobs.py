@@ -113,7 +113,8 @@ def _joined(row: BlobRow) -> BlobRow:
     data = row["data"]
     if isinstance(data, bytes):
         return row
-    return {**row, "data": data[0] if len(data) == 1 else b"".join(data)}
+    only = data[0] if len(data) == 1 else None
+    return {**row, "data": only if isinstance(only, bytes) else b"".join(data)}
 
 
 async def _store_sqlite(tx: Tx, rows: Sequence[BlobRow], statement: Statement) -> None:

@@ -108,7 +108,7 @@ def _email_row(email: Email, from_lookup: str) -> dict[str, Any]:
     }
 
 
-def _blob_row(email: Email, blob_id: str, data: tuple[bytes, ...]) -> dict[str, Any]:
+def _blob_row(email: Email, blob_id: str, data: tuple[bytes | memoryview, ...]) -> dict[str, Any]:
     """A ``blobs`` row of the email's team, e.g. the raw message a relay client submitted."""
     return {"id": blob_id, "team_id": email.team_id, "data": data, "created_at": email.created_at}
 
