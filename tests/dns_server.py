@@ -3,8 +3,9 @@
 ``ZoneServer`` answers UDP and TCP on one free port of 127.0.0.1. Records are kept by
 (name, type); a name with no records at all answers NXDOMAIN, a name with records of other types
 answers NOERROR with no answer. ``silent = True`` makes it drop every query (timeouts),
-``servfail = True`` answers SERVFAIL, and ``rotate = True`` turns each record set one step per
-answer (round robin, as BIND's default ``rrset-order cyclic`` does). Long TXT values are split
+``servfail = True`` answers SERVFAIL, ``ttl`` is every answer's (60 s), and ``rotate = True``
+turns each record set one step per answer (round robin, as BIND's default ``rrset-order
+cyclic`` does). Long TXT values are split
 into 255-byte strings, as DNS requires and as a provider's DNS console does.
 """
 
@@ -68,7 +69,7 @@ class _ZoneResolver(BaseResolver):  # type: ignore[misc]
                 return reply
             for value in zone.ordered(qname, qtype, list(by_type.get(qtype, []))):
                 reply.add_answer(
-                    RR(qname, QTYPE.reverse[qtype], rdata=_rdata(qtype, value), ttl=60)
+                    RR(qname, QTYPE.reverse[qtype], rdata=_rdata(qtype, value), ttl=zone.ttl)
                 )
         return reply
 
@@ -85,6 +86,7 @@ class ZoneServer:
         self.silent = False
         self.servfail = False
         self.rotate = False
+        self.ttl = 60  # of every answer
         self._turns: dict[tuple[str, str], int] = defaultdict(int)
         self._udp, self._tcp = _bind_pair(_ZoneResolver(self))
         self.port: int = self._udp.server.server_address[1]

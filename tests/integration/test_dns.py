@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from posthaste.adapters import dns as dns_adapter
 from posthaste.adapters.dns import DnsTemporaryFailure, MxHost, Resolver
 from tests.dns_server import ZoneServer
 
@@ -66,3 +69,64 @@ async def test_truncated_udp_answers_fall_back_to_tcp(zone: ZoneServer) -> None:
         zone.add("big.example.com", "TXT", value)
     found = await Resolver(zone.nameservers).txt("big.example.com")
     assert sorted(found) == sorted(values)
+
+
+# --- the cached resolver (received mail's DKIM keys and DMARC records, MX routing) ----------
+
+
+async def _until_seen(resolver: Resolver, name: str, value: str, deadline: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while await resolver.txt(name) != [value]:
+        assert loop.time() < end, f"{value} not seen at {name} in {deadline} s"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_cached_answer_is_kept_for_its_ttl_and_a_change_seen_after(
+    zone: ZoneServer,
+) -> None:
+    name = "s1._domainkey.example.org"
+    zone.ttl = 1
+    zone.set(name, "TXT", "v=DKIM1; p=OLD")
+    resolver = Resolver(zone.nameservers, cached=True)
+    assert await resolver.txt(name) == ["v=DKIM1; p=OLD"]
+    zone.set(name, "TXT", "v=DKIM1; p=NEW")
+    assert await resolver.txt(name) == ["v=DKIM1; p=OLD"]  # within the TTL: kept
+    assert zone.queries.count((name, "TXT")) == 1
+    await _until_seen(resolver, name, "v=DKIM1; p=NEW")  # after it: asked again
+    assert zone.queries.count((name, "TXT")) >= 2
+
+
+async def test_a_long_ttl_keeps_the_answer_and_an_uncached_resolver_asks_each_time(
+    zone: ZoneServer,
+) -> None:
+    name = "_dmarc.example.org"
+    zone.set(name, "TXT", "v=DMARC1; p=reject")
+    cached, fresh = Resolver(zone.nameservers, cached=True), Resolver(zone.nameservers)
+    for _ in range(3):
+        assert await cached.txt(name) == ["v=DMARC1; p=reject"]
+        assert await fresh.txt(name) == ["v=DMARC1; p=reject"]
+    assert zone.queries.count((name, "TXT")) == 4  # the cached one's first, the others' three
+
+
+async def test_a_failure_is_not_cached(zone: ZoneServer) -> None:
+    name = "s1._domainkey.example.org"
+    zone.set(name, "TXT", "v=DKIM1; p=KEY")
+    resolver = Resolver(zone.nameservers, timeout=1.0, cached=True)
+    zone.servfail = True
+    with pytest.raises(DnsTemporaryFailure):
+        await resolver.txt(name)
+    zone.servfail = False
+    assert await resolver.txt(name) == ["v=DKIM1; p=KEY"]  # the next lookup asks again
+
+
+async def test_the_cache_is_bounded(zone: ZoneServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dns_adapter, "CACHE_SIZE", 2)
+    resolver = Resolver(zone.nameservers, cached=True)
+    for label in ("a", "b", "c"):
+        zone.set(f"{label}.example.org", "TXT", label)
+        assert await resolver.txt(f"{label}.example.org") == [label]
+    assert await resolver.txt("a.example.org") == ["a"]  # the least recently used was dropped
+    assert zone.queries.count(("a.example.org", "TXT")) == 2
+    assert await resolver.txt("c.example.org") == ["c"]
+    assert zone.queries.count(("c.example.org", "TXT")) == 1

@@ -23,6 +23,8 @@ import dns.rdatatype
 import dns.resolver
 from publicsuffixlist import PublicSuffixList
 
+CACHE_SIZE = 10_000  # answers kept by a cached resolver
+
 
 class DnsTemporaryFailure(Exception):
     """No usable answer now (timeout, SERVFAIL, no server reachable); worth retrying later."""
@@ -58,7 +60,10 @@ class Resolver:
         # Answers kept for their TTL when ``cached`` (MX routing: one lookup per destination and
         # TTL rather than three per message, a quarter of a worker's time in bench.throttle);
         # checks that must see a record just published (domain verification) ask afresh.
-        resolver.cache = dns.resolver.Cache() if cached else None
+        # Bounded (least recently used out): received mail names any domain and selector it
+        # likes. Failures (timeouts, SERVFAIL) are never kept; "no such name" is, for the
+        # negative TTL its zone gives.
+        resolver.cache = dns.resolver.LRUCache(CACHE_SIZE) if cached else None
         self._resolver = resolver
 
     async def _answer(self, name: str, rdtype: str) -> dns.resolver.Answer | None:
