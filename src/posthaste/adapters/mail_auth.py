@@ -3,8 +3,10 @@
 - DKIM: the first ``DKIM-Signature`` is verified with dkimpy; its key record is fetched here
   through ``POSTHASTE_DNS_NAMESERVERS`` (``adapters.dns.Resolver``) and handed to dkimpy, which
   runs in a thread (RSA and hashing a large body would hold the event loop). ``pass``, ``fail``
-  (a signature that does not verify), ``permerror`` (one that cannot be read), ``temperror``
-  (the key could not be fetched), ``none`` (not signed).
+  (a signature that does not verify; also one whose tags or key record dkimpy cannot read:
+  ``dkim.verify`` answers False for any of its errors, and a body-hash mismatch is one of them),
+  ``permerror`` (a signature without ``d=`` or ``s=``), ``temperror`` (the key could not be
+  fetched), ``none`` (not signed).
 - DMARC: ``pass`` when the From domain publishes a DMARC record and the DKIM signature that
   passed is aligned with it (relaxed: same organisational domain, taken here as the last two
   labels); else ``none``. Deciding ``fail`` needs SPF as well.
