@@ -20,7 +20,9 @@ from posthaste.workers.runner import Worker
 from tests.integration.test_smtp_delivery import mailer, smarthost
 from tests.smtp_sink import Sink, running_sink
 
-LEASE = 0.5  # seconds; the heartbeat beats every third of it
+# Seconds; the heartbeat beats every third of it. A second, not less: on a loaded machine a
+# beat late by more than the lease would let the other worker claim the job (seen at 0.5 s).
+LEASE = 1.0
 SLOW = 4 * LEASE
 # Only the heartbeat sets available_at alone on claimed ids (claim and retries set more).
 EXTEND = re.compile(r"UPDATE jobs SET available_at=\S+ WHERE jobs\.id IN \(SELECT")
@@ -86,7 +88,7 @@ async def test_a_job_running_past_its_lease_is_never_claimed_twice(services: Ser
     with lease_extensions(services) as extensions:
         tasks = [asyncio.create_task(w.run()) for w in (first, second)]
         try:
-            for _ in range(300):
+            for _ in range(1200):  # 60 s at most
                 if runs and (first.processed + second.processed) == 1:
                     break
                 await asyncio.sleep(0.05)
@@ -179,14 +181,14 @@ async def test_an_smtp_session_longer_than_the_lease_sends_once(settings: Settin
         workers = [m.services.make_worker(lease_seconds=LEASE) for _ in range(2)]
         tasks = [asyncio.create_task(w.run()) for w in workers]
         try:
-            for _ in range(200):
+            for _ in range(1200):  # 60 s at most
                 if sink.data_started:
                     break
                 await asyncio.sleep(0.05)
             await asyncio.sleep(SLOW)  # DATA held for four leases; the other worker waits
             assert sink.data_started == 1
             hold.set()
-            for _ in range(200):
+            for _ in range(1200):  # 60 s at most
                 if (await m.get(f"/emails/{email_id}"))["status"] == "sent":
                     break
                 await asyncio.sleep(0.05)
