@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from email.message import Message
 from email.policy import Policy, compat32
+from typing import Any
 
 from posthaste.core import mime_params
 
@@ -253,43 +254,44 @@ _UNREAD_SPAN = "_posthaste_unread_span"
 def _unread_size(reader: _Reader, part: Message, start: int, end: int) -> int | None:
     """The decoded size of the payload ``raw[start:end]`` if the leaf is to be left unread
     (``decoded_size`` of the payload, counted on the message's bytes, no copy of them)."""
-    if reader.unread is None or not reader.unread(part):
-        return None
-    if str(part.get("content-transfer-encoding", "")).lower() != "base64":
+    if reader.unread is None or not reader.unread(part) or not _is_base64(part):
         return None
     raw = reader.raw
-    pad = raw.find(b"=", start, end)
-    body = end if pad < 0 else pad
-    tail = raw[body:end]
-    if len(tail) > 8 or tail.count(b"=") > 2 or tail.strip(b"=\r\n"):
-        return None
-    for window in range(start, body, _WINDOW):
-        if (
-            reader.view[window : min(window + _WINDOW, body)]
-            .tobytes()
-            .translate(None, _BASE64_LINES)
-        ):
-            return None
-    digits = end - start - raw.count(b"\n", start, end) - raw.count(b"\r", start, end)
-    if digits % 4:
+    digits = _base64_digits(raw, start, end)
+    if digits is None:
         return None
     return digits // 4 * 3 - raw.count(b"=", max(start, end - 8), end)
 
 
 def _plain_base64(part: Message, payload: str) -> int | None:
-    """How many base64 characters (padding included) the payload has, when it is base64 that
-    the stdlib's ``decode_b`` takes at its first, strict try, without a defect: only the
-    alphabet between line ends, at most two ``=`` at the end, whole quadruples."""
-    if not payload.isascii() or str(part.get("content-transfer-encoding", "")).lower() != "base64":
+    """How many base64 characters (padding included) the payload has (``_base64_digits``)."""
+    return _base64_digits(payload, 0, len(payload)) if _is_base64(part) else None
+
+
+def _is_base64(part: Message) -> bool:
+    return str(part.get("content-transfer-encoding", "")).lower() == "base64"
+
+
+def _base64_digits(text: str | bytes, start: int, end: int) -> int | None:
+    """How many base64 characters (padding included) ``text[start:end]`` has, when it is base64
+    that the stdlib's ``decode_b`` takes at its first, strict try, without a defect: only the
+    alphabet between line ends, at most two ``=`` at the end, whole quadruples. Read where it
+    is, a window at a time: a part's text, or its span of the message's bytes."""
+    held: Any = text  # str or bytes alike: the marks below are of its type
+    marks: Any = ("=", "\r", "\n") if isinstance(text, str) else (b"=", b"\r", b"\n")
+    pad, cr, lf = marks
+    found = held.find(pad, start, end)
+    body = end if found < 0 else found
+    tail = held[body:end]
+    if len(tail) > 8 or tail.count(pad) > 2 or tail.strip(pad + cr + lf):
         return None
-    pad = payload.find("=")
-    body = len(payload) if pad < 0 else pad
-    tail = payload[body:]
-    if len(tail) > 8 or tail.count("=") > 2 or tail.strip("=\r\n"):
-        return None
-    for start in range(0, body, _WINDOW):
-        window = payload[start : min(start + _WINDOW, body)].encode("ascii")
+    for first in range(start, body, _WINDOW):
+        window = held[first : min(first + _WINDOW, body)]
+        if isinstance(window, str):
+            if not window.isascii():
+                return None
+            window = window.encode("ascii")
         if window.translate(None, _BASE64_LINES):
             return None
-    digits = len(payload) - payload.count("\n") - payload.count("\r")
+    digits = end - start - held.count(cr, start, end) - held.count(lf, start, end)
     return digits if digits % 4 == 0 else None
