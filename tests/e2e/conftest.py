@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
 from tests.dns_server import ZoneServer
+from tests.ports import free_port
 
 
 @dataclass
@@ -29,13 +29,6 @@ class RunningServer:
     live_key: str
     test_key: str
     env: dict[str, str]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _bootstrap_keys(data_dir: Path) -> dict[str, str]:

@@ -22,9 +22,10 @@ import pytest
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import SECRET
 from tests.dns_server import ZoneServer, running_zone
-from tests.e2e.conftest import _bootstrap_keys, free_port, fresh_pg_database
+from tests.e2e.conftest import _bootstrap_keys, fresh_pg_database
 from tests.e2e.load import Load, until, verify_sender_domain
 from tests.e2e.test_supervisor import Serve, _ready, children, start
+from tests.ports import free_port
 from tests.smtp_sink import Sink, running_sink
 from tests.webhook_receiver import Receiver, running_receiver
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import _bootstrap_keys, free_port, start_serve
+from tests.e2e.conftest import _bootstrap_keys, start_serve
+from tests.ports import free_port
 
 BODY = "x" * 200_000  # each email adds about this much to the database
 

@@ -21,9 +21,10 @@ import pytest
 from posthaste.smtp.tls import CERT_FILENAME
 from tests.conftest import SECRET
 from tests.dns_server import ZoneServer, running_zone
-from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, fresh_pg_database, start_serve
+from tests.e2e.conftest import Serve, _bootstrap_keys, fresh_pg_database, start_serve
 from tests.e2e.load import Load, until, verify_sender_domain
 from tests.e2e.test_crash_under_load import sent_events
+from tests.ports import free_port
 from tests.smtp_sink import Sink, running_sink
 from tests.webhook_receiver import running_receiver
 

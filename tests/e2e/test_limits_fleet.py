@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import SECRET
-from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, fresh_pg_database, start_serve
+from tests.e2e.conftest import Serve, _bootstrap_keys, fresh_pg_database, start_serve
+from tests.ports import free_port
 
 RATE = 10  # requests per second; the burst is twice that
 

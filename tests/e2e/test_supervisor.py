@@ -29,8 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.supervisor import WORKER_NICENESS
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
-from tests.e2e.conftest import _bootstrap_keys, free_port
+from tests.e2e.conftest import _bootstrap_keys
 from tests.helpers import until
+from tests.ports import free_port
 
 SIMULATED = "delivered@simulator.test"
 

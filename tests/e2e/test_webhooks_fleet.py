@@ -18,7 +18,8 @@ import pytest
 from standardwebhooks import Webhook as StandardWebhook
 
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
-from tests.e2e.conftest import Serve, _bootstrap_keys, free_port, start_serve
+from tests.e2e.conftest import Serve, _bootstrap_keys, start_serve
+from tests.ports import free_port
 from tests.webhook_receiver import eventually, running_receiver
 
 

@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import json
 import smtplib
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -38,6 +37,7 @@ from tests.dkim_keys import dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
 from tests.integration.test_domain_ownership import verified_domain
 from tests.integration.test_retention import make_due, next_millisecond
+from tests.ports import free_port
 from tests.webhook_receiver import eventually, running_receiver
 
 PDF = bytes(range(256)) * 40 + b"%%EOF\r\n\x00\xff"
@@ -426,9 +426,7 @@ async def test_dkim_and_dmarc_are_checked_through_our_dns_and_recorded(
 async def test_the_inbound_role_runs_the_mx_alone(
     settings: Settings, client: httpx.AsyncClient, tenant: Tenant, receiving: dict[str, Any]
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     alone = dataclasses.replace(settings, role="inbound", smtp_inbound_port=port)
     services = build_services(alone)
     roles = Roles(services)

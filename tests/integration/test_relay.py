@@ -8,7 +8,6 @@ import email
 import email.policy
 import re
 import smtplib
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -29,6 +28,7 @@ from posthaste.smtp.relay import MAX_MESSAGE_BYTES, SHARE_PORTS, Listener, Relay
 from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.emails import EmailFilter
 from tests.conftest import Tenant, make_tenant
+from tests.ports import free_port
 
 SMTP_DOC = Path(__file__).resolve().parents[2] / "docs" / "smtp.md"
 ID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -458,9 +458,7 @@ async def test_stopping_lets_a_message_being_accepted_get_its_reply(
 
 
 async def test_the_smtp_role_runs_the_relay_alone(settings: Settings, tenant: Tenant) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     alone = dataclasses.replace(
         settings, role=frozenset({"smtp"}), smtp_relay_port=0, smtp_relay_tls_port=port
     )
