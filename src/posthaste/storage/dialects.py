@@ -83,6 +83,10 @@ class Listening(Protocol):
 class Dialect(Protocol):
     """What differs between SQLite and PostgreSQL, and nothing else."""
 
+    def __hash__(self) -> int:
+        """Dialects are values (frozen): statements built for one are kept by it."""
+        ...
+
     def pick(self, forms: Forms[T]) -> T:
         """This dialect's form of ``forms``."""
         ...
@@ -93,6 +97,12 @@ class Dialect(Protocol):
 
     def among(self, column: Any, values: Collection[Any]) -> ColumnElement[bool]:
         """``column`` is one of ``values``."""
+        ...
+
+    def among_param(self, column: Any, name: str) -> ColumnElement[bool]:
+        """``column`` is one of the values given as parameter ``name`` when the statement runs
+        (a list): ``among`` for a statement built once per dialect and kept (a hot path's
+        read: building a statement and its cache key can cost more than running it)."""
         ...
 
     def prepare(self, data_dir: Path) -> None:
@@ -176,6 +186,10 @@ class SqliteDialect:
         clause: ColumnElement[bool] = column.in_(list(values))
         return clause
 
+    def among_param(self, column: Any, name: str) -> ColumnElement[bool]:
+        clause: ColumnElement[bool] = column.in_(bindparam(name, expanding=True))
+        return clause
+
     def prepare(self, data_dir: Path) -> None:
         # The database file lives in the data directory unless the URL names another path.
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +259,10 @@ class PostgresDialect:
         clause: ColumnElement[bool] = column == any_(
             bindparam(name, list(values), type_=ARRAY(column.type))
         )
+        return clause
+
+    def among_param(self, column: Any, name: str) -> ColumnElement[bool]:
+        clause: ColumnElement[bool] = column == any_(bindparam(name, type_=ARRAY(column.type)))
         return clause
 
     def prepare(self, data_dir: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -28,7 +29,7 @@ from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import among
+from posthaste.storage.dialects import Dialect, among
 from posthaste.storage.keyset import keyset_page
 from posthaste.storage.tables import (
     attachments,
@@ -460,6 +461,21 @@ def _next_status(current: EmailStatus, event_type: str, status: EmailStatus | No
     raise InvalidTransition(current, event_type)
 
 
+# The worker's reads of a batch, built once per dialect (and locking) and kept: building a
+# statement of the email's ~40 columns and its cache key cost more CPU than running it, and a
+# lone email's batch runs each of them (``storage/dialects.among_param``).
+
+
+@functools.cache
+def _emails_by_id(dialect: Dialect, for_update: bool, skip_locked: bool) -> Select[Any]:
+    query = (
+        select(*_EMAIL_COLUMNS)
+        .where(dialect.among_param(emails.c.id, "email_ids"))
+        .order_by(emails.c.id)
+    )
+    return query.with_for_update(skip_locked=skip_locked) if for_update else query
+
+
 async def get_emails_any_team(
     tx: Tx, email_ids: Sequence[str], *, for_update: bool = False, skip_locked: bool = False
 ) -> dict[str, Email]:
@@ -467,11 +483,9 @@ async def get_emails_any_team(
     ``skip_locked``, those another transaction has locked are left out, not waited for."""
     if not email_ids:
         return {}
-    ids = sorted(set(email_ids))
-    query = select(*_EMAIL_COLUMNS).where(among(tx, emails.c.id, ids)).order_by(emails.c.id)
-    if for_update:
-        query = query.with_for_update(skip_locked=skip_locked)
-    return {row.id: _email(row) for row in await tx.conn.execute(query)}
+    query = _emails_by_id(tx.dialect, for_update, skip_locked)
+    rows = await tx.conn.execute(query, {"email_ids": sorted(set(email_ids))})
+    return {row.id: _email(row) for row in rows}
 
 
 _SUMMARY_COLUMNS = tuple(emails.c[f.name] for f in fields(EmailSummary))
@@ -494,15 +508,31 @@ async def email_summaries(
     return found
 
 
+@functools.cache
+def _outcomes(dialect: Dialect) -> Select[Any]:
+    r = email_recipients
+    return select(r.c.email_id, r.c.address, r.c.outcome).where(
+        dialect.among_param(r.c.email_id, "email_ids")
+    )
+
+
 async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {email_id: {} for email_id in email_ids}
     if not email_ids:
         return found
-    r = email_recipients
-    query = select(r.c.email_id, r.c.address, r.c.outcome).where(among(tx, r.c.email_id, email_ids))
-    for row in await tx.conn.execute(query):
+    for row in await tx.conn.execute(_outcomes(tx.dialect), {"email_ids": list(email_ids)}):
         found[row.email_id][row.address] = row.outcome
     return found
+
+
+@functools.cache
+def _outcomes_and_suppressions(dialect: Dialect) -> Select[Any]:
+    r, s = email_recipients, suppressions
+    return (
+        select(r.c.email_id, r.c.address, r.c.outcome, s.c.id)
+        .select_from(r.outerjoin(s, (s.c.team_id == r.c.team_id) & (s.c.email == r.c.address)))
+        .where(dialect.among_param(r.c.email_id, "email_ids"))
+    )
 
 
 async def outcomes_and_suppressions(
@@ -517,13 +547,10 @@ async def outcomes_and_suppressions(
     listed: dict[str, set[str]] = {}
     if not email_ids:
         return found, listed
-    r, s = email_recipients, suppressions
-    query = (
-        select(r.c.email_id, r.c.address, r.c.outcome, s.c.id)
-        .select_from(r.outerjoin(s, (s.c.team_id == r.c.team_id) & (s.c.email == r.c.address)))
-        .where(among(tx, r.c.email_id, email_ids))
-    )
-    for email_id, address, outcome, suppression_id in await tx.conn.execute(query):
+    query = _outcomes_and_suppressions(tx.dialect)
+    for email_id, address, outcome, suppression_id in await tx.conn.execute(
+        query, {"email_ids": list(email_ids)}
+    ):
         found[email_id][address] = outcome
         if suppression_id is not None:
             listed.setdefault(email_id, set()).add(address)
@@ -555,17 +582,21 @@ async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> 
     return {e.id: b for e, b, _ in rows}
 
 
+@functools.cache
+def _attachments(dialect: Dialect) -> Select[Any]:
+    return (
+        select(attachments)
+        .where(dialect.among_param(attachments.c.email_id, "email_ids"))
+        .order_by(attachments.c.email_id, attachments.c.position)
+    )
+
+
 async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[AttachmentInfo]]:
     """The attachments of many emails, in position order."""
     found: dict[str, list[AttachmentInfo]] = {email_id: [] for email_id in email_ids}
     if not email_ids:
         return found
-    query = (
-        select(attachments)
-        .where(among(tx, attachments.c.email_id, email_ids))
-        .order_by(attachments.c.email_id, attachments.c.position)
-    )
-    for r in await tx.conn.execute(query):
+    for r in await tx.conn.execute(_attachments(tx.dialect), {"email_ids": list(email_ids)}):
         found[r.email_id].append(
             AttachmentInfo(
                 r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id, r.blob_id
@@ -574,8 +605,13 @@ async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[Att
     return found
 
 
+@functools.cache
+def _blobs(dialect: Dialect) -> Select[Any]:
+    return select(blobs.c.id, blobs.c.data).where(dialect.among_param(blobs.c.id, "blob_ids"))
+
+
 async def read_blobs(tx: Tx, blob_ids: Sequence[str]) -> dict[str, bytes]:
     if not blob_ids:
         return {}
-    query = select(blobs.c.id, blobs.c.data).where(among(tx, blobs.c.id, blob_ids))
-    return {row.id: bytes(row.data) for row in await tx.conn.execute(query)}
+    rows = await tx.conn.execute(_blobs(tx.dialect), {"blob_ids": list(blob_ids)})
+    return {row.id: bytes(row.data) for row in rows}
