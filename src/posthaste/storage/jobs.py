@@ -27,6 +27,7 @@ from sqlalchemy import (
     cast,
     delete,
     func,
+    literal,
     select,
     true,
     tuple_,
@@ -106,9 +107,11 @@ def _claiming(kinds: Sequence[str], worker: str, now: int, lease_ms: int, limit:
 
 
 def _later(kinds: Sequence[str], now: Any) -> Any:
-    """The earliest ``available_at`` after ``now``: a scheduled job, a retry or a lease."""
+    """The earliest ``available_at`` after ``now``: a scheduled job, a retry or a lease. The
+    kinds are a parameter each (``IN (?, ?, ...)`` as written): a list as such is expanded
+    into parameters again at every run of a kept statement, a quarter of a claim's CPU."""
     return select(func.min(jobs.c.available_at).label("next_due")).where(
-        jobs.c.kind.in_(kinds), jobs.c.available_at > now
+        jobs.c.kind.in_([literal(kind) for kind in kinds]), jobs.c.available_at > now
     )
 
 
