@@ -308,3 +308,41 @@ async def test_an_idempotency_key_is_reserved_replayed_and_released_by_accept(
     retried = await services.sending.accept(who.sender, Origin.API, request, idempotency=refused)
     assert isinstance(retried, Email) and retried.id != first.id
     assert (await row_counts(services))["emails"] == 2
+
+
+class _GatedContent:
+    """The real content resolver, but an item whose subject is ``gated`` waits for ``open``:
+    a batch group held in its checks for as long as the test likes."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.open = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def resolve(self, tx: Any, sender: Sender, request: SendRequest) -> Any:
+        if request.subject == "gated":
+            self.waiting.set()
+            await self.open.wait()
+        return await self.real.resolve(tx, sender, request)
+
+
+async def test_a_lone_email_is_stored_while_a_batch_group_is_still_being_checked(
+    services: Services, tenant: Tenant, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls of one email group in a lane of their own: a lone ``POST /emails`` (or relayed
+    message) is not queued behind a group of batch items, whose checks may take tens of
+    milliseconds. Without the lanes this send would wait for the batch (a timeout here)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite's writers take turns: a group holds the write lock from its start")
+    gated = _GatedContent(services.sending.content)
+    monkeypatch.setattr(services.sending, "content", gated)
+    who = await principal(services, tenant.test)
+    batch = asyncio.create_task(accept_batch(services, who, [body(subject="gated"), body()]))
+    await asyncio.wait_for(gated.waiting.wait(), 30)  # the batch's group is in its checks
+    lone = await asyncio.wait_for(accept(services, who, body(subject="alone")), 30)
+    assert lone.status is EmailStatus.QUEUED and not batch.done()
+    gated.open.set()
+    outcomes = await asyncio.wait_for(batch, 30)
+    assert [type(o).__name__ for o in outcomes] == ["Email", "Email"]
+    counts = await row_counts(services)
+    assert counts["emails"] == counts["jobs"] == 3
