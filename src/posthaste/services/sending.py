@@ -12,8 +12,9 @@ parsed → checked (stream, template, domain) → not suppressed (nor, on a broa
 unsubscribed) → within quota → stored. Concurrent calls share one transaction
 (``GroupCommit``); a failing check stores nothing for its item. Calls of one email (``POST
 /emails``, the relay's messages) group in a lane of their own beside batches, so that a lone
-request never waits for a group of hundreds of batch items to be checked and stored first, and
-a group yields to the event loop every ``YIELD_EVERY`` items while it checks them.
+request never waits for a group of hundreds of batch items to be checked and stored first;
+and while lone calls are arriving, a group yields to the event loop every ``YIELD_EVERY`` items
+as it checks them, so that they are read and served meanwhile.
 
 Mail on a broadcast stream, whichever entry point it came through, goes to one recipient and
 carries ``List-Unsubscribe`` and ``List-Unsubscribe-Post`` (RFC 2369, RFC 8058): a broadcast's
@@ -24,6 +25,7 @@ own (naming its contact), the sender's own when given, else ours naming the emai
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -60,10 +62,14 @@ from posthaste.storage.database import Database, Tx
 
 DAY_MS = 86_400_000
 MAX_EMAILS_PER_TRANSACTION = 1000
-# A group's checks hand the event loop back this often: checking an item costs ~75 µs of CPU
-# and rarely waits on anything, so a group of 800 batch items would otherwise hold the loop for
-# tens of milliseconds, delaying every other request the process serves.
+# While lone calls arrive (one in the last ``LONE_RECENT_S``), a group's checks hand the event
+# loop back every ``YIELD_EVERY`` items: checking an item costs ~75 µs of CPU and rarely waits,
+# so a group of 800 batch items would hold the loop for tens of milliseconds, and a lone
+# request arriving meanwhile would wait for it. It halves their p99 under a flood of batches,
+# and costs the batches ~11 % of their rate (bench/README.md, "Lone sends beside batches"):
+# paid only when someone is waiting for a lone send.
 YIELD_EVERY = 32
+LONE_RECENT_S = 1.0
 
 Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
 Outcome = Email | PosthasteError
@@ -165,6 +171,7 @@ class SendingService:
         self.links = links
         # Two lanes, each grouping what waits for it: calls of one email, and the others.
         self._lone: GroupCommit[_Call, list[Outcome]] = self._lane()
+        self._lone_at = float("-inf")  # when the last lone call came (monotonic seconds)
         self._group: GroupCommit[_Call, list[Outcome]] = self._lane()
 
     def _lane(self) -> GroupCommit[_Call, list[Outcome]]:
@@ -175,8 +182,13 @@ class SendingService:
         )
 
     def _submit(self, call: _Call) -> Awaitable[list[Outcome]]:
-        lane = self._lone if len(call.items) == 1 else self._group
-        return lane.submit(call)
+        if len(call.items) != 1:
+            return self._group.submit(call)
+        self._lone_at = time.monotonic()
+        return self._lone.submit(call)
+
+    def _yielding(self) -> bool:
+        return time.monotonic() - self._lone_at < LONE_RECENT_S
 
     async def accept(
         self,
@@ -250,7 +262,7 @@ class SendingService:
         streams: _Streams = {}
         checked = []
         for index, item in enumerate(items):
-            if index and index % YIELD_EVERY == 0:
+            if index and index % YIELD_EVERY == 0 and self._yielding():
                 await asyncio.sleep(0)
             checked.append(await self._checked(tx, item, now, streams))
         items = checked
