@@ -14,7 +14,7 @@ import pytest
 
 from posthaste.adapters.dns import Resolver
 from posthaste.adapters.envelope import Envelope
-from posthaste.adapters.smtp_client import ClientOptions, ConnectionPool
+from posthaste.adapters.smtp_client import IDLE_SECONDS, ClientOptions, ConnectionPool
 from posthaste.adapters.smtp_transports import MxTransport
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.models import Origin
@@ -252,3 +252,37 @@ async def test_a_clear_text_connection_is_not_reused_for_enforced_tls(zone: Zone
         assert [r.code for r in report.replies] == [421] and len(sink.messages) == 1
         assert "reusing" not in str(report.sessions[0].transcript)
         await transport.pool.close()
+
+
+async def test_the_pool_and_the_transport_keep_nothing_for_destinations_no_longer_used(
+    zone: ZoneServer,
+) -> None:
+    """A sender to many domains: each destination's cap lives only while a session holds it,
+    and idle connections too old to reuse are closed and forgotten, their destination with
+    them, even when no mail goes there again."""
+    for i in range(5):
+        zone.set(f"d{i}.test", "MX", (10, f"mx.d{i}.test"))
+        zone.set(f"mx.d{i}.test", "A", "127.0.0.1")
+    async with running_sink() as sink:
+        pool = ConnectionPool()
+        transport = MxTransport(
+            Resolver(zone.nameservers), ClientOptions("mx.test"), pool, sink.port
+        )
+        for i in range(5):
+            envelope = Envelope("b@send.acme.test", [f"u@d{i}.test"], f"<{i}@acme.test>")
+            report = await transport.send(envelope, BODY)
+            assert [r.code for r in report.replies] == [250]
+        assert pool.sizes() == (5, 0) and len(transport._caps) == 0
+        for idle in pool._idle.values():  # as if IDLE_SECONDS went by for these five
+            for conn in idle:
+                conn.idle_since -= IDLE_SECONDS
+        pool._swept -= IDLE_SECONDS
+        zone.set("d5.test", "MX", (10, "mx.d5.test"))
+        zone.set("mx.d5.test", "A", "127.0.0.1")
+        report = await transport.send(
+            Envelope("b@send.acme.test", ["u@d5.test"], "<5@acme.test>"), BODY
+        )
+        assert [r.code for r in report.replies] == [250]
+        assert pool.sizes() == (1, 0)
+        await pool.close()
+    assert len(sink.messages) == 6

@@ -22,10 +22,10 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import aiosmtplib
 
@@ -473,34 +473,83 @@ def provider_message_id(reply_text: str) -> str:
     return found.group(1) if found else reply_text.strip()
 
 
+class _Cap:
+    __slots__ = ("semaphore", "users")
+
+    def __init__(self, limit: int) -> None:
+        self.semaphore = asyncio.Semaphore(limit)
+        self.users = 0  # holding it or waiting for it
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Caps(Generic[K]):
+    """At most ``limit`` holders per key at once.
+
+    A key's semaphore exists only while someone holds it or waits for it, so the map is bounded
+    by the sessions in flight and not by every destination ever met: a sender to a million
+    recipient domains would otherwise keep a semaphore per domain for the process's life. The
+    limit is the one given by the first holder of a busy key; a key that fell idle takes the
+    next holder's."""
+
+    def __init__(self) -> None:
+        self._caps: dict[K, _Cap] = {}
+
+    def __len__(self) -> int:
+        return len(self._caps)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: K, limit: int) -> AsyncIterator[None]:
+        cap = self._caps.get(key)
+        if cap is None:
+            cap = self._caps[key] = _Cap(limit)
+        cap.users += 1
+        try:
+            async with cap.semaphore:
+                yield
+        finally:
+            cap.users -= 1
+            if cap.users == 0:
+                del self._caps[key]
+
+
 class ConnectionPool:
     """Idle connections per destination, and a cap on connections open to each at once.
 
     A destination is a ``(host name, port)`` key: an MX host with several addresses shares one
-    cap and one set of idle connections."""
+    cap and one set of idle connections. Neither map keeps a destination with nothing in it."""
 
     def __init__(self, per_destination: int = 8) -> None:
         self.per_destination = per_destination
         # Idle connections by (host, port, source address): see ``Destination.idle_key``.
         self._idle: dict[tuple[str, int, str], list[Connection]] = {}
-        self._caps: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self._caps: Caps[tuple[str, int]] = Caps()
+        self._swept = time.monotonic()
 
     @contextlib.asynccontextmanager
     async def slot(self, key: tuple[str, int]) -> AsyncIterator[None]:
         """Hold one of the destination's connection slots."""
-        cap = self._caps.setdefault(key, asyncio.Semaphore(self.per_destination))
-        async with cap:
+        async with self._caps.hold(key, self.per_destination):
             yield
 
     def take_idle(self, key: tuple[str, int, str]) -> Connection | None:
-        idle = self._idle.get(key, [])
-        while idle:
+        idle = self._idle.get(key)
+        found = None
+        while idle and found is None:
             conn = idle.pop()
             fresh = time.monotonic() - conn.idle_since < IDLE_SECONDS
             if fresh and conn.client.is_connected:
-                return conn
-            conn.client.close()
-        return None
+                found = conn
+            else:
+                conn.client.close()
+        if idle is not None and not idle:
+            del self._idle[key]
+        return found
+
+    def sizes(self) -> tuple[int, int]:
+        """Destinations with idle connections, and destinations with a session or a wait."""
+        return len(self._idle), len(self._caps)
 
     def give_back(
         self, key: tuple[str, int, str], conn: Connection, most: int = MAX_TRANSACTIONS
@@ -511,6 +560,24 @@ class ConnectionPool:
             return
         conn.idle_since = time.monotonic()
         self._idle.setdefault(key, []).append(conn)
+        if conn.idle_since - self._swept >= IDLE_SECONDS:
+            self._sweep(conn.idle_since)
+
+    def _sweep(self, now: float) -> None:
+        """Close the connections idle too long to be reused (``take_idle`` would close them
+        if their destination were ever sent to again, which it may never be)."""
+        self._swept = now
+        for key in list(self._idle):
+            kept = []
+            for conn in self._idle[key]:
+                if now - conn.idle_since < IDLE_SECONDS and conn.client.is_connected:
+                    kept.append(conn)
+                else:
+                    conn.client.close()
+            if kept:
+                self._idle[key] = kept
+            else:
+                del self._idle[key]
 
     async def close(self) -> None:
         for idle in self._idle.values():

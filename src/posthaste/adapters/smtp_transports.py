@@ -22,6 +22,7 @@ from posthaste.adapters.dns import DnsTemporaryFailure, MxHost, Resolver, regist
 from posthaste.adapters.envelope import DeliveryReport, Envelope, RecipientReply, SessionLog
 from posthaste.adapters.smtp_client import (
     MAX_TRANSACTIONS,
+    Caps,
     ClientOptions,
     Connection,
     ConnectionPool,
@@ -291,8 +292,10 @@ class MxTransport:
         self.throttle: Throttle = throttle or Unthrottled()
         self.sources: SourcePicker = sources or MachineAddress()
         self.tls_policies: TlsPolicies = NoTlsPolicies()
-        # Connections open at once per destination (the policy's ``max_connections``).
-        self._caps: dict[str, asyncio.Semaphore] = {}
+        # Connections open at once per destination (the policy's ``max_connections``, as the
+        # last admission said: remembered for as many destinations as ``_destinations``).
+        self._caps: Caps[str] = Caps()
+        self._limits: dict[str, int] = {}
         # Recipient domain → destination, as last routed: lets busy destinations' mail be held
         # before it is started (``held_until``); a stale entry only misplaces such a hold.
         self._destinations: dict[str, str] = {}
@@ -396,16 +399,15 @@ class MxTransport:
         known, after its first admission): a session that took its slot and then queued for a
         connection would go when one frees, with the others queued behind it, a burst at the
         receiver however evenly the slots were spaced."""
-        cap = self._caps.get(destination)
-        if cap is not None:
-            await cap.acquire()
-        try:
+        limit = self._limits.get(destination)
+        if limit is None:
             return await self._admitted(
-                destination, hosts, envelope, raw, transcript, decision, outcomes, cap
+                destination, hosts, envelope, raw, transcript, decision, outcomes, False
             )
-        finally:
-            if cap is not None:
-                cap.release()
+        async with self._caps.hold(destination, limit):
+            return await self._admitted(
+                destination, hosts, envelope, raw, transcript, decision, outcomes, True
+            )
 
     async def _admitted(
         self,
@@ -416,9 +418,9 @@ class MxTransport:
         transcript: Transcript,
         decision: StsDecision,
         outcomes: list[TlsOutcome] | None,
-        cap: asyncio.Semaphore | None,
+        capped: bool,
     ) -> tuple[list[RecipientReply], str | None]:
-        """``_paced`` with the connection cap held (``cap``), or not yet known (None)."""
+        """``_paced`` with the connection cap held (``capped``), or not yet known."""
         admission = await self.throttle.admit(destination, hosts, transcript, envelope.message_id)
         if admission.hold_until is not None:
             return _held(envelope, admission.hold_until, admission.reason, destination), None
@@ -427,10 +429,12 @@ class MxTransport:
             held = _held(envelope, source.hold_until, source.reason, destination, warmup=True)
             return held, None
         most = admission.messages_per_connection
+        if len(self._limits) >= MAX_KNOWN_DOMAINS and destination not in self._limits:
+            self._limits.clear()
+        self._limits[destination] = admission.max_connections
         try:
-            if cap is None:  # the destination's first sessions: its cap is known from now on
-                first = asyncio.Semaphore(admission.max_connections)
-                async with self._caps.setdefault(destination, first):
+            if not capped:  # the destination's first sessions: its cap is known from now on
+                async with self._caps.hold(destination, admission.max_connections):
                     replies, host = await self._try_hosts(
                         hosts, envelope, raw, transcript, most, decision, outcomes, source
                     )
