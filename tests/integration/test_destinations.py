@@ -345,6 +345,32 @@ async def test_the_throttle_halves_suspends_holds_and_raises_again(services: Ser
     assert pace is not None and pace.interval_us == 83_333 and pace.strikes == 0
 
 
+async def test_the_throttle_forgets_quiet_destinations_and_keeps_a_held_one(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sender to many domains: the process's own state per destination stays bounded (the
+    quiet ones are forgotten, their pace read again from the database), a suspended one is
+    kept and still makes ``holding`` true, and a forgotten one is throttled as before."""
+    from posthaste.services import destinations as throttle_module
+
+    monkeypatch.setattr(throttle_module, "MAX_LOCAL", 4)
+    throttle = DestinationThrottle(services.db, Policies({}), rng=random.Random(3))
+    admitted = await throttle.admit("slow.test", ["mx.slow.test"], Transcript())
+    assert admitted.hold_until is None
+    await throttle.observe("slow.test", [_reply(421, "4.7.28 slow down")], None, Transcript())
+    assert throttle.holding()
+    for i in range(20):
+        admission = await throttle.admit(f"d{i}.test", [f"mx.d{i}.test"], Transcript())
+        assert admission.hold_until is None
+        await throttle.observe(f"d{i}.test", [_reply(250, "OK")], None, Transcript())
+    assert len(throttle._local) <= 8  # pruned to the busy ones, then doubled at most
+    assert "slow.test" in throttle._local and throttle.holding()
+    # The suspension is the database's: a destination forgotten and met again is held too.
+    throttle._local.pop("slow.test")
+    held = await throttle.admit("slow.test", ["mx.slow.test"], Transcript())
+    assert held.hold_until is not None and throttle.holding()
+
+
 async def test_the_rate_taken_not_the_rate_set_is_halved_and_raised(services: Services) -> None:
     """Workers that send less than the rate set: a "slow down" halves what they took, and
     steady success does not raise a rate the fleet does not use."""

@@ -49,6 +49,9 @@ STALE_SLOT_US = 100_000  # a claimed slot not used within this is given up
 # finds mail to use it, and the few that come back too early cost a cheap hold again; turns
 # at the rate itself would cap the rate at what it was when the mail was held.
 TURN_FRACTION = 0.8
+# Destinations this process keeps its own state for before it forgets the quiet ones (their
+# pace is in the database: a forgotten one is read again at its next claim).
+MAX_LOCAL = 10_000
 
 
 def _now_us() -> int:
@@ -103,6 +106,11 @@ class DestinationThrottle:
         self.policies = policies
         self.rng = rng or random.Random()
         self._local: dict[str, _Local] = {}
+        self._prune_at = MAX_LOCAL
+        self._forgotten_given_up = 0
+        # Destinations last seen suspended or with slots taken far ahead: ``holding`` looks at
+        # these only, not at every destination this process has sent to.
+        self._holding: set[str] = set()
         self._policies: dict[str, Policy] = {}
         # Statements on the destinations' rows, and sessions let through: what a slot costs.
         self.claims = 0
@@ -113,19 +121,49 @@ class DestinationThrottle:
     @property
     def given_up(self) -> int:
         """Slots claimed and never used: too late to use, or cleared by a decision."""
-        return sum(local.given_up for local in self._local.values())
+        return self._forgotten_given_up + sum(local.given_up for local in self._local.values())
 
     def _policy(self, destination: str) -> Policy:
         found = self._policies.get(destination)
         if found is None:
+            if len(self._policies) >= MAX_LOCAL:
+                self._policies.clear()
             found = self._policies[destination] = self.policies.for_destination(destination)
         return found
+
+    def _local_of(self, destination: str) -> _Local:
+        local = self._local.get(destination)
+        if local is None:
+            if len(self._local) >= self._prune_at:
+                self._forget_quiet()
+            local = self._local[destination] = _Local()
+        return local
+
+    def _forget_quiet(self) -> None:
+        """Drop the state of destinations with nothing going on (no slot in hand, no session
+        waiting, not held), so that a sender to many domains keeps a bounded map; the next
+        prune waits until the map has doubled from what is left (amortised)."""
+        now_us = _now_us()
+        for name, local in list(self._local.items()):
+            quiet = not local.slots and local.waiting == 0 and not local.lock.locked()
+            if quiet and not self._known_busy(local, now_us):
+                self._forgotten_given_up += local.given_up
+                del self._local[name]
+                self._holding.discard(name)
+        self._prune_at = max(MAX_LOCAL, 2 * len(self._local))
+
+    def _mark_holding(self, destination: str) -> None:
+        self._holding.add(destination)
 
     # --- before a session ---------------------------------------------------------------
 
     def holding(self) -> bool:
         now_us = _now_us()
-        return any(self._known_busy(local, now_us) for local in self._local.values())
+        for name in list(self._holding):
+            local = self._local.get(name)
+            if local is None or not self._known_busy(local, now_us):
+                self._holding.discard(name)
+        return bool(self._holding)
 
     def busy(self, destination: str) -> Busy | None:
         """Before the mail is started: whether this process already knows the destination is
@@ -144,7 +182,7 @@ class DestinationThrottle:
         now, or where it climbs back to after a "slow down")."""
         self.holds += count
         policy = self._policy(destination)
-        local = self._local.setdefault(destination, _Local())
+        local = self._local_of(destination)
         pace = rules.cruising_interval(local.interval_us, policy, local.ceiling_us)
         step = max(1, int(pace * TURN_FRACTION))
         async with self.db.transaction() as tx:
@@ -161,7 +199,7 @@ class DestinationThrottle:
         message_id: str = "",
     ) -> Admission:
         policy = self._policy(destination)
-        local = self._local.setdefault(destination, _Local())
+        local = self._local_of(destination)
         local.waiting += 1
         try:
             slot = await self._slot(destination, list(mx_hosts), policy, local)
@@ -269,8 +307,10 @@ class DestinationThrottle:
         local.give_up()
         if pace.suspended_until > now_us // 1000:
             until = local.suspended_until = pace.suspended_until
+            self._mark_holding(name)
             return self._hold(name, local, until, f"suspended until {_clock(until)}")
         local.busy_until_us = pace.next_slot_us
+        self._mark_holding(name)
         at = pace.next_slot_us // 1000 - HORIZON_MS
         taken = _clock(pace.next_slot_us // 1000)
         return self._hold(name, local, at, f"its slots are taken until {taken}")
@@ -290,7 +330,7 @@ class DestinationThrottle:
         transcript: Transcript,
     ) -> int | None:
         policy = self._policy(destination)
-        local = self._local.setdefault(destination, _Local())
+        local = self._local_of(destination)
         now = _now_us() // 1000
         answers = [(r.code, r.text) for r in replies]
         if failed is not None:
@@ -332,7 +372,7 @@ class DestinationThrottle:
     ) -> int:
         """Halve the rate and suspend, unless another worker has just done so (then its
         suspension stands); the time the deferred mail waits until."""
-        local = self._local.setdefault(name, _Local())
+        local = self._local_of(name)
         now = _now_us() // 1000
         began = transcript.admitted_at or now - transcript.elapsed_ms()
         async with self.db.transaction() as tx:
@@ -383,6 +423,7 @@ class DestinationThrottle:
                 local.interval_us, local.strikes, local.changed_at = slower, strikes, now
                 local.ceiling_us = ceiling
         local.suspended_until, local.successes = until, 0
+        self._mark_holding(name)
         local.give_up()
         (turn,) = await self.hold(name, until, 1)
         transcript.note(
