@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from posthaste.core.models import Event, assembled
 from posthaste.core.send_request import SendRequest, parse_send_request
 
-FIELDS = {
+FIELDS: dict[str, Any] = {
     "id": "e1",
     "team_id": "t1",
     "type": "email.queued",
@@ -35,7 +36,7 @@ def test_equal_to_the_same_fields_through_init_and_still_frozen() -> None:
         {**{k: v for k, v in FIELDS.items() if k != "data"}, "dta": {}},  # a misspelt name
     ],
 )
-def test_anything_but_every_field_by_name_is_refused(values: dict[str, object]) -> None:
+def test_anything_but_every_field_by_name_is_refused(values: dict[str, Any]) -> None:
     with pytest.raises(TypeError):
         assembled(Event, values)
 
