@@ -31,6 +31,7 @@ from posthaste.core.ids import now_ms
 from posthaste.core.models import Origin, Principal
 from posthaste.core.send_request import parse_send_request
 from posthaste.errors import PosthasteError
+from posthaste.server import settle_heap
 
 BATCH = 100
 
@@ -99,6 +100,7 @@ async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -
     )
     await migrate(settings)
     services = build_services(settings, senders=AnySender(settings.default_region))
+    settle_heap()  # as ``posthaste serve`` does once started: the collector as in production
     try:
         who = await principal_of(services, "batcher")
         result = {"batch": await batches(services, who, args.emails, args.in_flight, database_url)}

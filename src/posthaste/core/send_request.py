@@ -17,7 +17,7 @@ from posthaste.core.addresses import Address, parse_address, parse_address_list
 from posthaste.core.headers import validate_custom_headers, validate_subject, validate_tags
 from posthaste.core.ids import parse_rfc3339
 from posthaste.core.large_bodies import compact_length, decode_base64
-from posthaste.core.models import Attachment
+from posthaste.core.models import Attachment, assembled
 from posthaste.errors import ValidationError
 
 MAX_RECIPIENTS = 50
@@ -102,22 +102,33 @@ def parse_send_request(body: object, now_ms: int) -> SendRequest:
             f"Too many recipients: at most {MAX_RECIPIENTS} across 'to', 'cc' and 'bcc'."
         )
     template = template_ref(body)
-    request = SendRequest(
-        from_=parse_address(from_value, "from"),
-        to=to,
-        cc=cc,
-        bcc=bcc,
-        reply_to=parse_address_list(body.get("reply_to"), "reply_to"),
-        subject=None if body.get("subject") is None else validate_subject(body.get("subject")),
-        html=optional_text(body, "html"),
-        text=optional_text(body, "text"),
-        headers=validate_custom_headers(body.get("headers") or {}),
-        tags=validate_tags(body.get("tags") or {}),
-        data=template_data(body),
-        scheduled_at=scheduled_at_of(body.get("scheduled_at"), now_ms),
-        template=template,
-        stream_id=stream_id_of(body.get("stream_id")),
-        attachments=_attachments(body.get("attachments")),
+    # Assembled without the frozen dataclass's ``__init__`` (``models.assembled``), which cost
+    # a few µs per batch item; every field is given, defaults included.
+    request: SendRequest = assembled(
+        SendRequest,
+        {
+            "from_": parse_address(from_value, "from"),
+            "to": to,
+            "cc": cc,
+            "bcc": bcc,
+            "reply_to": parse_address_list(body.get("reply_to"), "reply_to"),
+            "subject": None if body.get("subject") is None else validate_subject(body["subject"]),
+            "html": optional_text(body, "html"),
+            "text": optional_text(body, "text"),
+            "headers": validate_custom_headers(body.get("headers") or {}),
+            "tags": validate_tags(body.get("tags") or {}),
+            "data": template_data(body),
+            "scheduled_at": scheduled_at_of(body.get("scheduled_at"), now_ms),
+            "template": template,
+            "stream_id": stream_id_of(body.get("stream_id")),
+            "attachments": _attachments(body.get("attachments")),
+            "raw": None,
+            "raw_top": b"",
+            "raw_from": 0,
+            "message_id": None,
+            "broadcast_id": None,
+            "template_id": None,
+        },
     )
     _require_content(request)
     return request

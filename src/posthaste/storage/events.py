@@ -27,6 +27,7 @@ from sqlalchemy import (
     tuple_,
 )
 
+from posthaste.core.ids import new_id
 from posthaste.core.models import Event
 from posthaste.storage import bulk, webhook_fanout
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
@@ -49,26 +50,51 @@ def event_row(event: Event) -> dict[str, Any]:
     }
 
 
+def new_event_row(
+    team_id: str, type_: str, email_id: str | None, created_at: int, data: dict[str, Any]
+) -> dict[str, Any]:
+    """The row of a new event (a new id), for ``insert_event_rows``."""
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "type": type_,
+        "email_id": email_id,
+        "created_at": created_at,
+        "data": data,
+    }
+
+
 async def insert_events(
     tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows] = ()
 ) -> None:
     """Store events, fan them out to webhooks, and wake the live streams; ``also``: rows of
     other tables to store with them (the emails the events are about, their jobs): on
     PostgreSQL all of it, with the transaction's wake-ups, is one statement."""
-    if not items:
+    await insert_event_rows(tx, [event_row(event) for event in items], also)
+
+
+async def insert_event_rows(
+    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows] = ()
+) -> None:
+    """``insert_events`` for events given as their rows (``event_row``, ``new_event_row``)."""
+    if not rows:
         await bulk.insert_tables(tx, also)
         return
     tx.notify(EVENTS_CHANNEL)
-    await tx.dialect.pick(_INSERT)(tx, items, also)
+    await tx.dialect.pick(_INSERT)(tx, rows, also)
 
 
-async def _insert_postgres(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
-    rows = [event_row(event) for event in items]
+async def _insert_postgres(
+    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows]
+) -> None:
     await webhook_fanout.insert_events_fanned_out(tx, rows, also)
 
 
-async def _insert_sqlite(tx: Tx, items: Sequence[Event], also: Sequence[bulk.TableRows]) -> None:
-    parts = bulk.insert_parts([*also, (events, [event_row(event) for event in items])])
+async def _insert_sqlite(
+    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows]
+) -> None:
+    parts = bulk.insert_parts([*also, (events, rows)])
+    items = [Event(**row) for row in rows]
     await webhook_fanout.insert_events_and_fan_out(tx, items, bulk.sqlite_inserts(tx, parts))
 
 

@@ -61,9 +61,14 @@ def job_row(
 def enqueued(tx: Tx, items: Sequence[NewJob], now: int) -> bulk.TableRows:
     """Jobs to insert with other rows in one statement (``bulk.insert_tables``); the workers
     are woken when the transaction commits."""
-    if items:
+    return enqueued_rows(tx, [job_row(j.kind, j.ref, j.team_id, j.due_at, now) for j in items])
+
+
+def enqueued_rows(tx: Tx, rows: Sequence[dict[str, Any]]) -> bulk.TableRows:
+    """``enqueued`` for jobs given as their rows (``job_row``)."""
+    if rows:
         tx.notify(CHANNEL)
-    return jobs, [job_row(j.kind, j.ref, j.team_id, j.due_at, now) for j in items]
+    return jobs, rows
 
 
 async def enqueue_many(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:

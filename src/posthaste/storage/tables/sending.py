@@ -167,8 +167,9 @@ events = Table(
     Column("email_id", ID, nullable=True),
     Column("created_at", MS, nullable=False),
     Column("data", JSON, nullable=False),
+    # An email's events (``emails.list_events``). No index on (team_id, id): nothing read it
+    # (migration 0025); the stream has its own, below.
     Index("ix_events_email", "email_id", "id"),
-    Index("ix_events_team", "team_id", "id"),
 )
 
 # The live stream reads events in commit-safe order. PostgreSQL: ``txid`` is the inserting
