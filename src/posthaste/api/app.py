@@ -93,9 +93,11 @@ def create_app(services: Services) -> FastAPI:
     install_openapi(app)
     install_docs(app)
     # Outermost last: the log sees every answer, the body limit runs before anything reads;
-    # the tracking links are answered inside all three, ahead of FastAPI's routing.
+    # the tracking links and the sends are answered inside all three, ahead of FastAPI's routing.
     routes = {route.path: route for route in tracking.router.routes if isinstance(route, APIRoute)}
     app.add_middleware(tracking.TrackingPaths, tracking=services.tracking, routes=routes)
+    sends = [route for route in emails.router.routes if isinstance(route, APIRoute)]
+    app.add_middleware(emails.SendPaths, services=services, routes=sends)
     app.add_middleware(CatchAll)
     app.add_middleware(BodyLimit, budget=MemoryBudget(services.settings.request_memory))
     app.add_middleware(RequestLog, metrics=services.metrics)

@@ -71,11 +71,16 @@ def error_response(error: PosthasteError) -> Response:
     )
 
 
+def answer_to(error: PosthasteError) -> Response:
+    """What the API answers to a domain error that ends a request (an internal one logged)."""
+    if isinstance(error, InternalServerError):
+        log.error("internal error: %s", error.message)
+    return error_response(error)
+
+
 async def _on_posthaste_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, PosthasteError)
-    if isinstance(exc, InternalServerError):
-        log.error("internal error: %s", exc.message)
-    return error_response(exc)
+    return answer_to(exc)
 
 
 async def _on_request_validation(_request: Request, exc: Exception) -> Response:
