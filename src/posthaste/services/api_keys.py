@@ -3,6 +3,7 @@ and every relay message."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import string
@@ -49,7 +50,15 @@ class ApiKeyService:
         self.db = db
         # token hash -> (expiry on the monotonic clock, principal); see ``authenticate``.
         self._principals: dict[str, tuple[float, Principal]] = {}
-        db.add_listener(KEYS_CHANNEL, self._principals.clear)
+        # token hash -> its lookup in flight, which every request of that key meanwhile awaits.
+        self._lookups: dict[str, asyncio.Task[Principal]] = {}
+        self._forgotten = 0  # how many times the remembered keys were forgotten
+        db.add_listener(KEYS_CHANNEL, self._forget)
+
+    def _forget(self) -> None:
+        self._principals.clear()
+        self._lookups.clear()  # a request from now on reads the key afresh
+        self._forgotten += 1
 
     async def create(self, team_id: str, new: NewApiKey) -> CreatedKey:
         """Store a key for the team; a ``domain_id`` must name one of the team's own domains."""
@@ -109,17 +118,39 @@ class ApiKeyService:
         or changing a team's limits clears every process's memory at commit (NOTIFY on
         PostgreSQL, in-process on SQLite), and the expiry bounds what a missed wake-up costs."""
         token_hash = hash_token(token)
-        now = time.monotonic()
         cached = self._principals.get(token_hash)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > time.monotonic():
             return cached[1]
+        # One lookup per key at a time: when a key's memory expires under load, the requests
+        # that arrive before its lookup ends wait for it, rather than each reading the key on a
+        # connection of its own (under a burst, dozens: each a pooled connection taken or
+        # opened). Shielded: a request that goes away does not cancel the others' lookup.
+        lookup = self._lookups.get(token_hash)
+        if lookup is None:
+            lookup = asyncio.create_task(self._look_up(token_hash), name="api-key-lookup")
+            self._lookups[token_hash] = lookup
+            lookup.add_done_callback(lambda done: self._looked_up(token_hash, done))
+        return await asyncio.shield(lookup)
+
+    def _looked_up(self, token_hash: str, lookup: asyncio.Task[Principal]) -> None:
+        if self._lookups.get(token_hash) is lookup:
+            del self._lookups[token_hash]
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved here too: every request awaiting it may have gone
+
+    async def _look_up(self, token_hash: str) -> Principal:
+        """The key's caller read from the database, remembered unless the remembered keys were
+        forgotten meanwhile (a revocation may have committed after this read)."""
+        forgotten, started = self._forgotten, time.monotonic()
         async with self.db.read() as tx:
             found = await api_keys_repo.find_active_key(tx, token_hash)
         if found is None:
             raise InvalidApiKey()
         key, team = found
         principal = Principal(team, key)
+        if forgotten != self._forgotten:
+            return principal
         if len(self._principals) >= PRINCIPAL_CACHE_SIZE:
             self._principals.clear()
-        self._principals[token_hash] = (now + PRINCIPAL_CACHE_SECONDS, principal)
+        self._principals[token_hash] = (started + PRINCIPAL_CACHE_SECONDS, principal)
         return principal
