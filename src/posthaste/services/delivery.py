@@ -492,13 +492,14 @@ class DeliveryService:
                 else:  # finished meanwhile (canceled, failed): nothing more to record
                     writes.done.append(item.attempt.job)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
-            raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
-            blob_ids = await repo.store_raws(tx, raws, now)
             for item in live:
                 email = emails[item.attempt.email.id]
                 why = held_before.get(item.attempt.job.id)
                 await self._record(tx, writes, item, email, known[email.id], why, now)
-            await attempts_repo.insert_attempts(tx, writes.attempts)
+            raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
+            # The signed messages and the attempts in one statement.
+            tried = [attempts_repo.inserted(writes.attempts)] if writes.attempts else []
+            blob_ids = await repo.store_raws(tx, raws, now, tried)
             writes.progress = _progress(blob_ids, writes.provider_ids, writes.uncounted)
             await writes.flush(tx, now)
         for created_at in writes.accepted_at:

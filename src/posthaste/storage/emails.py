@@ -565,16 +565,23 @@ async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -
     await bulk.update_rows(tx, email_recipients, ["email_id", "address"], changes)
 
 
-async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> dict[str, str]:
+async def store_raws(
+    tx: Tx,
+    items: Sequence[tuple[Email, bytes]],
+    now: int,
+    also: Sequence[bulk.TableRows] = (),
+) -> dict[str, str]:
     """Keep the exact bytes sent of many emails in one statement (a large one on PostgreSQL in
-    pieces before it, ``storage.blobs``); {email id: blob id}, for the caller to write as
-    ``raw_blob_id`` with the email's next update (``record_events``)."""
+    pieces before it, ``storage.blobs``), with ``also``'s rows (the batch's attempts: one round
+    trip for both); {email id: blob id}, for the caller to write as ``raw_blob_id`` with the
+    email's next update (``record_events``)."""
     if not items:
+        await bulk.insert_tables(tx, also)
         return {}
     rows = [(email, new_id(), raw) for email, raw in items]
 
     async def statement(blob_rows: list[dict[str, Any]]) -> None:
-        await bulk.insert_rows(tx, blobs, blob_rows)
+        await bulk.insert_tables(tx, [(blobs, blob_rows), *also])
 
     await blobs_repo.store_blobs_with(
         tx,
