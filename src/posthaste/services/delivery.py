@@ -26,6 +26,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from posthaste.adapters.transports import (
     Busy,
@@ -104,6 +105,27 @@ class Attempt:
     email: Email
     number: int
     waiting: list[str]
+
+
+class _Sources(NamedTuple):
+    """What step 2 reads of a batch: the stored messages (by blob id), and for the emails to
+    build, their attachments and the attachments' contents (by blob id)."""
+
+    stored: dict[str, bytes]
+    infos: dict[str, list[AttachmentInfo]]
+    contents: dict[str, bytes]
+
+
+async def _read_sources(tx: Tx, attempts: list[Attempt]) -> _Sources:
+    if not attempts:
+        return _Sources({}, {}, {})
+    stored = await repo.read_blobs(
+        tx, [a.email.raw_blob_id for a in attempts if a.email.raw_blob_id]
+    )
+    to_build = [a.email.id for a in attempts if a.email.raw_blob_id not in stored]
+    infos = await repo.attachments_of(tx, to_build)
+    contents = await repo.read_blobs(tx, [i.blob_id for items in infos.values() for i in items])
+    return _Sources(stored, infos, contents)
 
 
 class Unsendable(Exception):
@@ -202,21 +224,30 @@ class DeliveryService:
             return None
         first, again = _one_per_email(jobs)
         attempts, locked = await self._start(tx, first, skip_locked=True)
-        return functools.partial(self._deliver_started, attempts, locked + again)
+        # What step 2 reads (stored messages, attachments), read here too: a lone email's
+        # batch then costs no unit of work of its own for it (a connection, BEGIN, ROLLBACK).
+        sources = await _read_sources(tx, attempts)
+        return functools.partial(self._deliver_started, attempts, sources, locked + again)
 
-    async def _deliver_started(self, attempts: list[Attempt], rest: list[Job]) -> None:
-        await self._deliver(attempts)
+    async def _deliver_started(
+        self, attempts: list[Attempt], sources: _Sources, rest: list[Job]
+    ) -> None:
+        await self._deliver(attempts, sources)
         if rest:
             await self.deliver_many(rest)
 
-    async def _deliver(self, attempts: list[Attempt]) -> None:
-        """Steps 2 and 3 for the attempts started."""
+    async def _deliver(self, attempts: list[Attempt], sources: _Sources | None = None) -> None:
+        """Steps 2 and 3 for the attempts started (``sources``: what step 2 reads, if read
+        already)."""
         if not attempts:
             return
         senders = SenderFacts(
             self.signing_keys, self.tls_rules, self.tracking_rules, self.pool_rules
         )
-        messages = await self._messages(attempts, senders)
+        if sources is None:
+            async with self.db.read() as tx:
+                sources = await _read_sources(tx, attempts)
+        messages = await self._messages(attempts, senders, sources)
         failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
         for attempt in attempts:  # one lookup per sending domain of the batch, before sending
             await senders.tls_required(attempt.email)
@@ -344,7 +375,7 @@ class DeliveryService:
     # --- step 2 -------------------------------------------------------------------------
 
     async def _messages(
-        self, attempts: list[Attempt], senders: SenderFacts
+        self, attempts: list[Attempt], senders: SenderFacts, sources: _Sources
     ) -> dict[str, tuple[bytes, bool] | Unsendable]:
         """The exact bytes to send, and whether they are new (to store).
 
@@ -352,15 +383,7 @@ class DeliveryService:
         shows) exactly what was sent the first time. A message kept from the SMTP relay is
         stored unsigned, so its first delivery tracks and signs it; REST mail is built here,
         then tracked and signed. Tracking is the sending domain's (``core/tracking.py``)."""
-        async with self.db.read() as tx:
-            stored = await repo.read_blobs(
-                tx, [a.email.raw_blob_id for a in attempts if a.email.raw_blob_id]
-            )
-            to_build = [a.email.id for a in attempts if a.email.raw_blob_id not in stored]
-            infos = await repo.attachments_of(tx, to_build)
-            contents = await repo.read_blobs(
-                tx, [i.blob_id for items in infos.values() for i in items]
-            )
+        stored, infos, contents = sources
         messages: dict[str, tuple[bytes, bool] | Unsendable] = {}
         for attempt in attempts:
             email = attempt.email
@@ -469,13 +492,14 @@ class DeliveryService:
                 else:  # finished meanwhile (canceled, failed): nothing more to record
                     writes.done.append(item.attempt.job)
             known = await repo.recipient_outcomes_many(tx, [s.attempt.email.id for s in live])
-            raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
-            blob_ids = await repo.store_raws(tx, raws, now)
             for item in live:
                 email = emails[item.attempt.email.id]
                 why = held_before.get(item.attempt.job.id)
                 await self._record(tx, writes, item, email, known[email.id], why, now)
-            await attempts_repo.insert_attempts(tx, writes.attempts)
+            raws = [(emails[s.attempt.email.id], s.new_raw) for s in live if s.new_raw is not None]
+            # The signed messages and the attempts in one statement.
+            tried = [attempts_repo.inserted(writes.attempts)] if writes.attempts else []
+            blob_ids = await repo.store_raws(tx, raws, now, tried)
             writes.progress = _progress(blob_ids, writes.provider_ids, writes.uncounted)
             await writes.flush(tx, now)
         for created_at in writes.accepted_at:

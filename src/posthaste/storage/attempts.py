@@ -45,6 +45,11 @@ def attempt_row(item: DeliveryAttempt) -> dict[str, Any]:
     }
 
 
+def inserted(items: Sequence[DeliveryAttempt]) -> bulk.TableRows:
+    """Attempts to insert with other rows in one statement (``bulk.insert_tables``)."""
+    return delivery_attempts, [attempt_row(i) for i in items]
+
+
 async def insert_attempts(tx: Tx, items: Sequence[DeliveryAttempt]) -> None:
     """Store attempts (one statement) in the caller's transaction."""
     if items:

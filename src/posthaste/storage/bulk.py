@@ -73,7 +73,7 @@ async def insert_tables(tx: Tx, tables: Sequence[TableRows]) -> None:
 
 async def _insert_postgres(tx: Tx, parts: Sequence[Part]) -> None:
     sql, sources = _insert_sql(tx.conn.dialect, shape_of(parts), in_json(parts))
-    await tx.conn.exec_driver_sql(sql, tuple(insert_params(parts, sources)))
+    await tx.fetch_pg(sql, *insert_params(parts, sources))
 
 
 async def _insert_sqlite(tx: Tx, parts: Sequence[Part]) -> None:
@@ -265,9 +265,8 @@ def _prefixed(rows: Sequence[Row], keys: Sequence[str]) -> list[dict[str, Any]]:
 
 
 async def _execute(tx: Tx, sql: str, found: Source, rows: Sequence[Row]) -> None:
-    # Through SQLAlchemy's connection, not the driver's: it begins the transaction on first
-    # use (a statement sent to the driver before that would commit on its own) and wraps errors.
-    await tx.conn.exec_driver_sql(sql, found.encode(rows))
+    # On the driver, the unit's transaction begun first, errors as SQLAlchemy's (``Tx.fetch_pg``).
+    await tx.fetch_pg(sql, *found.encode(rows))
 
 
 def arrays(

@@ -16,12 +16,16 @@ import logging
 import sqlite3
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 from sqlalchemy import text
+from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
 
 from posthaste.errors import ServiceUnavailable
 from posthaste.storage.dialects import Dialect, Forms, Listening, run_on_connection_thread
@@ -62,6 +66,7 @@ class Tx:
         self.driver = driver
         self.channels: set[str] = set()
         self._sent: set[str] = set()
+        self._adapted: Any = None  # SQLAlchemy's asyncpg adapter under ``conn`` (``_began``)
 
     def notify(self, channel: str, *, sent: bool = False) -> None:
         """Wake listeners of ``channel`` once this transaction commits. ``sent``: a statement of
@@ -71,11 +76,84 @@ class Tx:
             self._sent.add(channel)
 
     async def fetch_pg(self, sql: str, *params: Any) -> list[Any]:
-        """PostgreSQL: the rows of ``sql`` (asyncpg's ``$n`` parameters), on ``driver`` when
-        the unit has one, else through ``conn`` (which begins the unit's transaction first)."""
+        """PostgreSQL: the rows of ``sql`` (asyncpg's ``$n`` parameters, asyncpg's records),
+        on the asyncpg connection under ``conn``: ``driver`` in an autocommit unit; else the
+        same connection with the unit's transaction begun first, as SQLAlchemy begins it.
+
+        Not through SQLAlchemy's ``exec_driver_sql``: its execution context, cursor and result
+        cost ~120 µs of CPU per statement against asyncpg's own ~30 µs (bench/README.md,
+        Delivery, 2026-11-28), and the delivery worker runs a dozen statements per lone email.
+        Errors come back as SQLAlchemy raises them (``DBAPIError`` and its subclasses)."""
         if self.driver is not None:
             return list(await self.driver.fetch(sql, *params))
-        return list((await self.conn.exec_driver_sql(sql, params)).all())
+        adapted = await self._began()
+        try:
+            return list(await adapted.driver_connection.fetch(sql, *params))
+        except Exception as exc:
+            raise await self._as_sqlalchemy(adapted, exc, sql, params) from exc
+
+    async def rows(self, statement: Executable, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of a kept Core statement (built once and kept by its caller, e.g. with
+        ``functools.cache``): on PostgreSQL compiled once and run through ``fetch_pg``, rows
+        read by position (asyncpg's records); elsewhere through ``conn``. Bind parameters are
+        plain values (ids, numbers, lists): no bind processing is applied."""
+        if self.conn.dialect.name != "postgresql":
+            return list((await self.conn.execute(statement, params)).all())
+        sql, names, fixed = _compiled(self.conn.dialect, statement)
+        values = [params[name] if name in params else fixed[name] for name in names]
+        return await self.fetch_pg(sql, *values)
+
+    async def commit(self) -> None:
+        """PostgreSQL: commit what the unit began (``Database._lazy_unit``): through SQLAlchemy
+        when a statement went through it (it knows of the transaction), else on the adapter."""
+        if self.conn.in_transaction():
+            await self.conn.commit()
+            return
+        adapted = self._adapted
+        if adapted is None or adapted._transaction is None:
+            return  # nothing was run: nothing to commit
+        try:
+            await adapted._call_and_discard(adapted._transaction.commit)
+        except Exception as exc:
+            raise await self._as_sqlalchemy(adapted, exc, "COMMIT", ()) from exc
+
+    async def _began(self) -> Any:
+        """SQLAlchemy's asyncpg adapter under ``conn``, its transaction begun (it begins one
+        lazily, at the first statement sent through it: one sent to the driver before that
+        would commit by itself). SQLAlchemy commits or rolls it back as usual."""
+        if self._adapted is None:
+            raw = await self.conn.get_raw_connection()
+            self._adapted = raw.dbapi_connection
+        adapted = self._adapted
+        if adapted._transaction is None:
+            async with adapted._execute_mutex:
+                if adapted._transaction is None:
+                    await adapted._start_transaction()
+        return adapted
+
+    async def _as_sqlalchemy(
+        self, adapted: Any, exc: Exception, sql: str, params: tuple[Any, ...]
+    ) -> Exception:
+        """``exc`` of asyncpg as SQLAlchemy would raise it from the same statement: the
+        adapter's translation (``IntegrityError`` and the rest) wrapped in ``DBAPIError``; a
+        connection lost meanwhile is invalidated, not handed back to the pool."""
+        try:
+            adapted._handle_exception(exc)
+        except Exception as translated:
+            dialect = self.conn.dialect
+            lost = dialect.is_disconnect(cast(Any, translated), None, None)
+            if lost and not self.conn.invalidated:
+                with contextlib.suppress(Exception):
+                    await self.conn.invalidate()
+            return DBAPIError.instance(
+                sql,
+                params,
+                translated,
+                dialect.loaded_dbapi.Error,
+                dialect=dialect,
+                connection_invalidated=lost,
+            )
+        return exc  # pragma: no cover - the adapter always raises
 
     async def run_sqlite(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """SQLite: ``work(connection)`` in the unit's transaction, on the connection's own
@@ -108,7 +186,10 @@ class Database:
         self._announce = dialect.announcer(url)
         # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
         # between units; SQLite has no such thing (a write takes the write lock either way).
-        autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self.transaction)
+        self._transaction: Unit = dialect.pick(
+            Forms(postgresql=self._lazy_unit, sqlite=self._begun_unit)
+        )
+        autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self._begun_unit)
         self._autocommit = dialect.pick(autocommit)
         self._held: tuple[AsyncConnection, asyncpg.Connection] | None = None
         self._held_lock = asyncio.Lock()
@@ -117,13 +198,33 @@ class Database:
         self._reconnect_task: asyncio.Task[None] | None = None
         self._closing = False
 
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Tx]:
         """A write transaction; listeners named through ``tx.notify`` wake after commit."""
+        return self._transaction()
+
+    @contextlib.asynccontextmanager
+    async def _begun_unit(self) -> AsyncIterator[Tx]:
+        """SQLite's transaction: SQLAlchemy's ``begin()`` (its ``BEGIN IMMEDIATE``)."""
         async with self._write_lock, _translate_db_errors(), self.engine.begin() as conn:
             tx = Tx(conn, self.dialect)
             yield tx
             await self.dialect.send_notifications(tx)
+        self._fire_all(tx)
+
+    @contextlib.asynccontextmanager
+    async def _lazy_unit(self) -> AsyncIterator[Tx]:
+        """PostgreSQL's transaction: begun by the unit's first statement (SQLAlchemy's adapter
+        begins one then, whether the statement goes through SQLAlchemy or to asyncpg itself,
+        ``Tx.fetch_pg``) and committed at the end (``Tx.commit``). Not ``engine.begin()``: its
+        own begin and commit cost ~50-80 µs of CPU more per unit than the adapter's
+        (bench/README.md, Delivery, 2026-11-28), and the delivery worker runs two units per lone
+        email, and every worker process one more (an empty claim) per wake-up. An error in the
+        unit rolls the transaction back as the connection goes back to the pool (its reset)."""
+        async with _translate_db_errors(), self.engine.connect() as conn:
+            tx = Tx(conn, self.dialect)
+            yield tx
+            await self.dialect.send_notifications(tx)
+            await tx.commit()
         self._fire_all(tx)
 
     def autocommit(self) -> contextlib.AbstractAsyncContextManager[Tx]:
@@ -289,6 +390,28 @@ class Database:
             await self._listen_conn.close()
             self._listen_conn = None
         await self.engine.dispose()
+
+
+_COMPILED_MAX = 512
+_COMPILED: dict[tuple[int, int], tuple[Any, Any, tuple[str, tuple[str, ...], dict[str, Any]]]] = {}
+
+
+def _compiled(
+    dialect: SqlDialect, statement: Executable
+) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """``statement``'s text for asyncpg (``$n``), its parameters' names in order, and the
+    values fixed in it (literals): compiled once per kept statement and dialect."""
+    key = (id(dialect), id(statement))
+    found = _COMPILED.get(key)
+    if found is None:
+        if len(_COMPILED) >= _COMPILED_MAX:  # statements not kept after all: never unbounded
+            _COMPILED.clear()
+        compiled = cast(SQLCompiler, cast(ClauseElement, statement).compile(dialect=dialect))
+        names = tuple(compiled.positiontup or ())
+        fixed = dict(compiled.construct_params(_check=False) or {})
+        # The objects are kept with their ids: an id is never reused while they live.
+        found = _COMPILED[key] = (dialect, statement, (compiled.string, names, fixed))
+    return found[2]
 
 
 def _dump_json(value: Any) -> str:

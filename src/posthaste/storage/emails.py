@@ -520,8 +520,8 @@ async def get_emails_any_team(
     if not email_ids:
         return {}
     query = _emails_by_id(tx.dialect, for_update, skip_locked)
-    rows = await tx.conn.execute(query, {"email_ids": sorted(set(email_ids))})
-    return {row.id: _email(row) for row in rows}
+    found = map(_email, await tx.rows(query, {"email_ids": sorted(set(email_ids))}))
+    return {email.id: email for email in found}
 
 
 _SUMMARY_COLUMNS = tuple(emails.c[f.name] for f in fields(EmailSummary))
@@ -556,8 +556,10 @@ async def recipient_outcomes_many(tx: Tx, email_ids: Sequence[str]) -> dict[str,
     found: dict[str, dict[str, str]] = {email_id: {} for email_id in email_ids}
     if not email_ids:
         return found
-    for row in await tx.conn.execute(_outcomes(tx.dialect), {"email_ids": list(email_ids)}):
-        found[row.email_id][row.address] = row.outcome
+    for email_id, address, outcome in await tx.rows(
+        _outcomes(tx.dialect), {"email_ids": list(email_ids)}
+    ):
+        found[email_id][address] = outcome
     return found
 
 
@@ -584,7 +586,7 @@ async def outcomes_and_suppressions(
     if not email_ids:
         return found, listed
     query = _outcomes_and_suppressions(tx.dialect)
-    for email_id, address, outcome, suppression_id in await tx.conn.execute(
+    for email_id, address, outcome, suppression_id in await tx.rows(
         query, {"email_ids": list(email_ids)}
     ):
         found[email_id][address] = outcome
@@ -599,16 +601,23 @@ async def set_recipient_outcomes(tx: Tx, rows: Sequence[tuple[str, str, str]]) -
     await bulk.update_rows(tx, email_recipients, ["email_id", "address"], changes)
 
 
-async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> dict[str, str]:
+async def store_raws(
+    tx: Tx,
+    items: Sequence[tuple[Email, bytes]],
+    now: int,
+    also: Sequence[bulk.TableRows] = (),
+) -> dict[str, str]:
     """Keep the exact bytes sent of many emails in one statement (a large one on PostgreSQL in
-    pieces before it, ``storage.blobs``); {email id: blob id}, for the caller to write as
-    ``raw_blob_id`` with the email's next update (``record_events``)."""
+    pieces before it, ``storage.blobs``), with ``also``'s rows (the batch's attempts: one round
+    trip for both); {email id: blob id}, for the caller to write as ``raw_blob_id`` with the
+    email's next update (``record_events``)."""
     if not items:
+        await bulk.insert_tables(tx, also)
         return {}
     rows = [(email, new_id(), raw) for email, raw in items]
 
     async def statement(blob_rows: list[dict[str, Any]]) -> None:
-        await bulk.insert_rows(tx, blobs, blob_rows)
+        await bulk.insert_tables(tx, [(blobs, blob_rows), *also])
 
     await blobs_repo.store_blobs_with(
         tx,
@@ -618,10 +627,16 @@ async def store_raws(tx: Tx, items: Sequence[tuple[Email, bytes]], now: int) -> 
     return {e.id: b for e, b, _ in rows}
 
 
+_ATTACHMENT_COLUMNS = tuple(
+    attachments.c[name]
+    for name in ("id", "email_id", "filename", "content_type", "size", "content_id", "blob_id")
+)
+
+
 @functools.cache
 def _attachments(dialect: Dialect) -> Select[Any]:
     return (
-        select(attachments)
+        select(*_ATTACHMENT_COLUMNS)
         .where(dialect.among_param(attachments.c.email_id, "email_ids"))
         .order_by(attachments.c.email_id, attachments.c.position)
     )
@@ -632,12 +647,8 @@ async def attachments_of(tx: Tx, email_ids: Sequence[str]) -> dict[str, list[Att
     found: dict[str, list[AttachmentInfo]] = {email_id: [] for email_id in email_ids}
     if not email_ids:
         return found
-    for r in await tx.conn.execute(_attachments(tx.dialect), {"email_ids": list(email_ids)}):
-        found[r.email_id].append(
-            AttachmentInfo(
-                r.id, r.email_id, r.filename, r.content_type, r.size, r.content_id, r.blob_id
-            )
-        )
+    for row in await tx.rows(_attachments(tx.dialect), {"email_ids": list(email_ids)}):
+        found[row[1]].append(AttachmentInfo(*row))
     return found
 
 
@@ -649,5 +660,5 @@ def _blobs(dialect: Dialect) -> Select[Any]:
 async def read_blobs(tx: Tx, blob_ids: Sequence[str]) -> dict[str, bytes]:
     if not blob_ids:
         return {}
-    rows = await tx.conn.execute(_blobs(tx.dialect), {"blob_ids": list(blob_ids)})
-    return {row.id: bytes(row.data) for row in rows}
+    rows = await tx.rows(_blobs(tx.dialect), {"blob_ids": list(blob_ids)})
+    return {blob_id: bytes(data) for blob_id, data in rows}

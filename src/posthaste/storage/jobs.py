@@ -201,9 +201,9 @@ async def _claim_lanes_pg(
     tx: Tx, lanes: Mapping[str, int], worker: str, now: int, lease_ms: int
 ) -> Claimed:
     query = _claim_lanes_pg_statement(tuple(lanes.items()))
-    rows = (await tx.conn.execute(query, _claim_params(worker, now, lease_ms))).all()
-    due_at = rows[0].next_due
-    found = _jobs([r for r in rows if r.id is not None])
+    rows = await tx.rows(query, _claim_params(worker, now, lease_ms))
+    due_at = rows[0][0]
+    found = sorted((Job(*r[1:]) for r in rows if r[1] is not None), key=lambda j: j.id)
     return Claimed(found, None if due_at is None else int(due_at))
 
 
