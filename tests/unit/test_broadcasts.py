@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import email
 import email.policy
@@ -18,6 +19,9 @@ from posthaste.core.broadcasts import (
     MemberContent,
     Skip,
     parse_broadcast,
+    parse_range_ref,
+    range_ref,
+    ranges_for,
     recipient_data,
     skip_reason,
     tally_chunk,
@@ -35,6 +39,7 @@ from posthaste.core.templates import (
 from posthaste.core.unsubscribe import (
     TokenKind,
     UnsubscribeLinks,
+    _b32,
     has_own_list_unsubscribe,
     header_lines,
     read_token,
@@ -81,6 +86,19 @@ def test_every_altered_token_is_refused(position: int, char: str) -> None:
         assert read is not None and LINKS.genuine(read, TEAM)
     else:
         assert read is None or not LINKS.genuine(read, TEAM)
+
+
+@given(st.binary(max_size=40))
+def test_tokens_are_base32_as_the_standard_library_writes_it(data: bytes) -> None:
+    expected = base64.b32encode(data).decode("ascii").rstrip("=").lower()
+    assert _b32(data) == expected
+
+
+def test_ranges_split_a_segment_by_size_within_the_limit() -> None:
+    assert [ranges_for(n, 10_000, 8) for n in (0, 1, 10_000, 10_001, 25_000)] == [1, 1, 1, 2, 3]
+    assert ranges_for(1_000_000, 10_000, 8) == 8
+    assert parse_range_ref(range_ref(TEAM, 0)) == (TEAM, 0)
+    assert parse_range_ref(range_ref(TEAM, 3)) == (TEAM, 3) and range_ref(TEAM, 3) != TEAM
 
 
 def test_headers_carry_the_link_and_the_mailto_address() -> None:

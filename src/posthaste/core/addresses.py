@@ -274,25 +274,28 @@ def _checked_plain(local: str, domain: str) -> tuple[str, str] | None:
     forms = _domain_forms(domain)
     if forms is None:
         return None
-    unicode_domain, ascii_domain, a_label = forms
+    a_label, longest = forms
     # email_validator's length rule, on the three forms it checks (the local part is ASCII).
-    longest = max(len(form.encode()) for form in (domain, unicode_domain, ascii_domain))
     if len(local) + 1 + longest > EMAIL_MAX_LENGTH:
         return None
     return local, a_label
 
 
 @functools.lru_cache(maxsize=1024)
-def _domain_forms(domain: str) -> tuple[str, str, str] | None:
-    """A domain part as email_validator normalizes it (Unicode and ASCII), and its A-label;
-    None when it is refused (``_validated`` then says why, for the whole address)."""
+def _domain_forms(domain: str) -> tuple[str, int] | None:
+    """A domain part's A-label, and the longest in bytes of the forms email_validator checks
+    an address's length on (the domain as given, Unicode and ASCII), worked out once per
+    domain (a broadcast's every member costs this); None when it is refused (``_validated``
+    then says why, for the whole address)."""
     if _PLAIN_DOMAIN.match(domain) is None:
         return None
     try:
         checked = _validate("a@" + domain)
-        return checked.domain, checked.ascii_domain, _a_label(checked.domain)
+        a_label = _a_label(checked.domain)
     except (EmailNotValidError, idna.IDNAError):
         return None
+    forms = (domain, checked.domain, checked.ascii_domain)
+    return a_label, max(len(form.encode()) for form in forms)
 
 
 def _validated(addr_spec: str) -> tuple[str, str] | _Refused:

