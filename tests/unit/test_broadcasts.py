@@ -19,9 +19,6 @@ from posthaste.core.broadcasts import (
     MemberContent,
     Skip,
     parse_broadcast,
-    parse_range_ref,
-    range_ref,
-    ranges_for,
     recipient_data,
     skip_reason,
     tally_chunk,
@@ -92,13 +89,6 @@ def test_every_altered_token_is_refused(position: int, char: str) -> None:
 def test_tokens_are_base32_as_the_standard_library_writes_it(data: bytes) -> None:
     expected = base64.b32encode(data).decode("ascii").rstrip("=").lower()
     assert _b32(data) == expected
-
-
-def test_ranges_split_a_segment_by_size_within_the_limit() -> None:
-    assert [ranges_for(n, 10_000, 8) for n in (0, 1, 10_000, 10_001, 25_000)] == [1, 1, 1, 2, 3]
-    assert ranges_for(1_000_000, 10_000, 8) == 8
-    assert parse_range_ref(range_ref(TEAM, 0)) == (TEAM, 0)
-    assert parse_range_ref(range_ref(TEAM, 3)) == (TEAM, 3) and range_ref(TEAM, 3) != TEAM
 
 
 def test_headers_carry_the_link_and_the_mailto_address() -> None:

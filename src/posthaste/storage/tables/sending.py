@@ -168,7 +168,7 @@ events = Table(
     Column("created_at", MS, nullable=False),
     Column("data", JSON, nullable=False),
     # An email's events (``emails.list_events``). No index on (team_id, id): nothing read it
-    # (migration 0025); the stream has its own, below.
+    # (migration 0024); the stream has its own, below.
     Index("ix_events_email", "email_id", "id"),
 )
 

@@ -13,8 +13,8 @@ Dropping an index takes an ACCESS EXCLUSIVE lock on ``events`` for a moment; not
 rebuilt. The downgrade builds it again (in the migrations' one transaction: writers of
 ``events`` wait for it, about a second per few million events).
 
-Revision ID: 0025
-Revises: 0023 (the lead rebases it on 0024 when merging)
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-11-28
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0025"
+revision: str = "0024"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
