@@ -20,6 +20,7 @@ from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
 from posthaste.storage import bulk
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage.database import Tx
 from posthaste.storage.tables import automation_run_steps, automation_runs, jobs
 from tests.conftest import Tenant, make_tenant
 
@@ -94,13 +95,19 @@ async def step_jobs(services: Services) -> list[str]:
 @contextmanager
 def email_inserts(services: Services) -> Iterator[list[str]]:
     """The statements inserting into ``emails`` while the block runs (on PostgreSQL one that
-    also stores their events and jobs; on SQLite an ``executemany`` on the connection's
-    thread, with the other inserts of its unit, ``bulk.run_sqlite_inserts``)."""
+    also stores their events and jobs, sent to asyncpg itself, ``Tx.fetch_pg``, or through
+    SQLAlchemy; on SQLite an ``executemany`` on the connection's thread, with the other inserts
+    of its unit, ``bulk.run_sqlite_inserts``)."""
     seen: list[str] = []
 
     def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
         if INSERTS_EMAILS.search(sql):
             seen.append(sql)
+
+    async def fetched(tx: Tx, sql: str, *params: Any) -> list[Any]:
+        if INSERTS_EMAILS.search(sql):
+            seen.append(sql)
+        return await fetch_pg(tx, sql, *params)
 
     def sqlite_inserts(statements: Sequence[bulk.SqliteInsert], connection: Any) -> None:
         seen.extend(sql for sql, _ in statements if INSERTS_EMAILS.search(sql))
@@ -110,9 +117,12 @@ def email_inserts(services: Services) -> Iterator[list[str]]:
     event.listen(engine, "before_cursor_execute", statement)
     run_sqlite_inserts = bulk.run_sqlite_inserts
     bulk.run_sqlite_inserts = sqlite_inserts  # type: ignore[assignment]
+    fetch_pg = Tx.fetch_pg
+    Tx.fetch_pg = fetched  # type: ignore[method-assign]
     try:
         yield seen
     finally:
+        Tx.fetch_pg = fetch_pg  # type: ignore[method-assign]
         bulk.run_sqlite_inserts = run_sqlite_inserts  # type: ignore[assignment]
         event.remove(engine, "before_cursor_execute", statement)
 
