@@ -28,6 +28,9 @@ UNSTATABLE_RULES: tuple[tuple[str, str], ...] = (
     (r".*(is|which is) not one of your ", "a reference names one of your records"),
     (r"Domain '.*' was not found; see GET /domains\.", "a reference names one of your domains"),
     (r"Template '.*' was not found; give the id or alias of one of your ", "ditto, a template"),
+    # A live key sends a template's published version: whether it was published is data
+    # (the field's description says so).
+    (r"The template '.*' has never been published; publish it ", "a template's state"),
     (r"Step '.*' \(send_email\): template '.*' was not found; give ", "ditto, in a graph"),
     (r"'contact_id' must be the id of one of your contacts\.", "ditto, a contact"),
     (r"The stream '.*' does not exist; see GET /streams\.", "ditto, a stream"),
