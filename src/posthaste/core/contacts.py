@@ -211,10 +211,16 @@ def _parse_flag(value: object) -> bool:
 
 
 def _new_properties(value: object) -> Properties:
+    """A new contact's properties: a null value removes a key in a PATCH, so on create it has
+    no meaning and is refused like any other value that is not a string or a number."""
     if value is None:
         return {}
-    props = _changed_properties(value)
-    return {key: item for key, item in props.items() if item is not None}
+    props: Properties = {}
+    for key, item in _changed_properties(value).items():
+        if item is None:
+            raise ValidationError(f"'properties.{key}' must be a string or a number, got null.")
+        props[key] = item
+    return props
 
 
 def _changed_properties(value: object) -> dict[str, PropertyValue | None]:

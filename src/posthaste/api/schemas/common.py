@@ -66,7 +66,12 @@ Subject = Annotated[
     Field(max_length=2000, pattern=HEADER_TEXT, description="One line of text, 2,000 at most"),
 ]
 TemplateRef = Annotated[
-    str, Field(pattern=r"\S", description="The id or alias of one of your templates")
+    str,
+    Field(
+        pattern=r"\S",
+        description="The id or alias of one of your templates; a live key sends its published "
+        "version, so it must have been published (a test key sends the draft)",
+    ),
 ]
 Timestamp = Annotated[
     str, Field(json_schema_extra={"format": "date-time"}, description="RFC 3339, with a time zone")
