@@ -6,9 +6,9 @@ Three steps, so that no database lock is held while the network is used:
    sending`` and count the attempt; pick each email's recipients still waiting for an outcome,
    skipping those put on the suppression list since (an email whose every recipient is skipped
    becomes ``suppressed`` and is not sent).
-2. Build, track (``core/tracking.py``) and DKIM-sign (or reuse) the exact message bytes and
-   hand them to the transport, every email of the batch at once; simulator recipients are
-   answered locally.
+2. Build, track (``core/tracking.py``) and DKIM-sign (or reuse) the exact message bytes
+   (``services/delivery_messages.py``) and hand them to the transport, every email of the
+   batch at once; simulator recipients are answered locally.
 3. ``_finish`` (one transaction for the batch): store the signed message on first build, the
    attempts with their transcripts, the suppressions, one event per recipient outcome and the
    status, and finish each job or schedule its retry.
@@ -26,7 +26,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 from posthaste.adapters.transports import (
     Busy,
@@ -38,18 +37,24 @@ from posthaste.adapters.transports import (
 )
 from posthaste.core.crypto import TokenSigner
 from posthaste.core.delivery import DeliveryAttempt, Outcome, Verdict, classify_smtp_reply
-from posthaste.core.dkim import DkimError, DkimKey, NoSigningKeys, SigningKeys, sign_message
+from posthaste.core.dkim import NoSigningKeys, SigningKeys
 from posthaste.core.durations import format_duration
 from posthaste.core.events import EventType
-from posthaste.core.ids import ms_to_datetime, new_id, now_ms
-from posthaste.core.mime import OutgoingMessage, build_message
-from posthaste.core.models import Attachment, AttachmentInfo, Email, Job, KeyMode, Suppression
+from posthaste.core.ids import new_id, now_ms
+from posthaste.core.models import Email, Job, KeyMode, Suppression
 from posthaste.core.serialize import email_event_data
 from posthaste.core.simulator import simulator_kind
 from posthaste.core.status import EmailStatus
-from posthaste.core.tracking import TrackingLinks, TrackingOptions
+from posthaste.core.tracking import TrackingLinks
 from posthaste.core.verp import verp_address
 from posthaste.logs import EMAIL_ID, logged_with
+from posthaste.services.delivery_messages import (
+    Attempt,
+    MessageMaker,
+    Sources,
+    Unsendable,
+    read_sources,
+)
 from posthaste.services.delivery_plan import (
     attempt_rows,
     plan_outcomes,
@@ -86,10 +91,6 @@ log = logging.getLogger(__name__)
 ACTIVE = (EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING)
 # ``sent`` too: a relay took some recipients while others were deferred.
 STARTABLE = (*ACTIVE, EmailStatus.SENT)
-OFFLOAD_BUILD_BYTES = 256 * 1024  # bigger messages are built off the event loop (~20 ms/MiB)
-# Bigger messages are tracked off the event loop: reading html costs ~0.3-0.5 ms per KiB
-# (bench/README.md, tracking).
-OFFLOAD_TRACK_BYTES = 16 * 1024
 # A job claimed this often without finishing (holds for a busy destination aside) is poison:
 # the email fails.
 MAX_JOB_CLAIMS = 25
@@ -97,39 +98,6 @@ MAX_JOB_CLAIMS = 25
 # (``POSTHASTE_MAX_QUEUE_AGE``), as Postfix's ``maximal_queue_lifetime``: then it bounces.
 MAX_QUEUE_AGE = 5 * 86_400.0
 _TO_TRY = (Outcome.PENDING, Outcome.DEFERRED)
-
-
-@dataclass(frozen=True)
-class Attempt:
-    job: Job
-    email: Email
-    number: int
-    waiting: list[str]
-
-
-class _Sources(NamedTuple):
-    """What step 2 reads of a batch: the stored messages (by blob id), and for the emails to
-    build, their attachments and the attachments' contents (by blob id)."""
-
-    stored: dict[str, bytes]
-    infos: dict[str, list[AttachmentInfo]]
-    contents: dict[str, bytes]
-
-
-async def _read_sources(tx: Tx, attempts: list[Attempt]) -> _Sources:
-    if not attempts:
-        return _Sources({}, {}, {})
-    stored = await repo.read_blobs(
-        tx, [a.email.raw_blob_id for a in attempts if a.email.raw_blob_id]
-    )
-    to_build = [a.email.id for a in attempts if a.email.raw_blob_id not in stored]
-    infos = await repo.attachments_of(tx, to_build)
-    contents = await repo.read_blobs(tx, [i.blob_id for items in infos.values() for i in items])
-    return _Sources(stored, infos, contents)
-
-
-class Unsendable(Exception):
-    """The message cannot be built or signed (bad key, impossible content): the email fails."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +164,7 @@ class DeliveryService:
         self.verp = verp
         self.signing_keys: SigningKeys = signing_keys or NoSigningKeys()
         self.tls_rules: TlsRules = tls_rules or NoTlsRules()
-        self.tracking = tracking
+        self._maker = MessageMaker(tracking)
         self.tracking_rules: TrackingRules = tracking_rules or NoTrackingRules()
 
     async def deliver(self, job: Job) -> None:
@@ -226,17 +194,17 @@ class DeliveryService:
         attempts, locked = await self._start(tx, first, skip_locked=True)
         # What step 2 reads (stored messages, attachments), read here too: a lone email's
         # batch then costs no unit of work of its own for it (a connection, BEGIN, ROLLBACK).
-        sources = await _read_sources(tx, attempts)
+        sources = await read_sources(tx, attempts)
         return functools.partial(self._deliver_started, attempts, sources, locked + again)
 
     async def _deliver_started(
-        self, attempts: list[Attempt], sources: _Sources, rest: list[Job]
+        self, attempts: list[Attempt], sources: Sources, rest: list[Job]
     ) -> None:
         await self._deliver(attempts, sources)
         if rest:
             await self.deliver_many(rest)
 
-    async def _deliver(self, attempts: list[Attempt], sources: _Sources | None = None) -> None:
+    async def _deliver(self, attempts: list[Attempt], sources: Sources | None = None) -> None:
         """Steps 2 and 3 for the attempts started (``sources``: what step 2 reads, if read
         already)."""
         if not attempts:
@@ -246,8 +214,8 @@ class DeliveryService:
         )
         if sources is None:
             async with self.db.read() as tx:
-                sources = await _read_sources(tx, attempts)
-        messages = await self._messages(attempts, senders, sources)
+                sources = await read_sources(tx, attempts)
+        messages = await self._maker.messages(attempts, senders, sources)
         failures = [a for a in attempts if isinstance(messages[a.email.id], Unsendable)]
         for attempt in attempts:  # one lookup per sending domain of the batch, before sending
             await senders.tls_required(attempt.email)
@@ -372,78 +340,7 @@ class DeliveryService:
             return Attempt(job, started, number, waiting)
         return Attempt(job, replace(email, attempts=number), number, waiting)
 
-    # --- step 2 -------------------------------------------------------------------------
-
-    async def _messages(
-        self, attempts: list[Attempt], senders: SenderFacts, sources: _Sources
-    ) -> dict[str, tuple[bytes, bool] | Unsendable]:
-        """The exact bytes to send, and whether they are new (to store).
-
-        Stored bytes are sent as they are once signed by us: a retry sends (and ``/raw``
-        shows) exactly what was sent the first time. A message kept from the SMTP relay is
-        stored unsigned, so its first delivery tracks and signs it; REST mail is built here,
-        then tracked and signed. Tracking is the sending domain's (``core/tracking.py``)."""
-        stored, infos, contents = sources
-        messages: dict[str, tuple[bytes, bool] | Unsendable] = {}
-        for attempt in attempts:
-            email = attempt.email
-            kept = stored.get(email.raw_blob_id) if email.raw_blob_id else None
-            prepared: tuple[bytes, bool] | Unsendable
-            with logged_with(EMAIL_ID, email.id):
-                try:
-                    prepared = await self._prepared(email, senders, kept, infos, contents)
-                except (DkimError, ValueError) as exc:
-                    # The same input fails the same way every time: the email cannot be sent.
-                    log.exception("email %s: the message could not be built or signed", email.id)
-                    prepared = Unsendable(f"{type(exc).__name__}: {exc}")
-            messages[email.id] = prepared
-        return messages
-
-    async def _prepared(
-        self,
-        email: Email,
-        senders: SenderFacts,
-        kept: bytes | None,
-        infos: dict[str, list[AttachmentInfo]],
-        contents: dict[str, bytes],
-    ) -> tuple[bytes, bool]:
-        """Built (or kept), tracked, then signed: the signature covers the rewritten html.
-        A stored message we signed already (a retry) goes again unchanged."""
-        key = await senders.signing_key(email)
-        if kept is not None and key is not None and _signed_with(kept, key):
-            return kept, False
-        raw = kept if kept is not None else await self._build(email, infos[email.id], contents)
-        tracked = await self._tracked(email, raw, await senders.tracking(email))
-        if key is None:
-            return tracked, kept is None or tracked is not kept
-        if len(tracked) > OFFLOAD_BUILD_BYTES:
-            return await asyncio.to_thread(sign_message, tracked, key, now_ms() // 1000), True
-        return sign_message(tracked, key, now_ms() // 1000), True
-
-    async def _tracked(self, email: Email, raw: bytes, tracking: TrackingOptions) -> bytes:
-        """``raw`` with the domain's tracking; a failure to track sends the mail untracked."""
-        if self.tracking is None or not tracking.on:
-            return raw
-        track = functools.partial(self.tracking.track_message, raw, email.team_id, email.id)
-        try:
-            if len(raw) > OFFLOAD_TRACK_BYTES:
-                return await asyncio.to_thread(track, tracking)
-            return track(tracking)
-        except Exception:
-            log.exception("email %s: tracking failed; it is sent untracked", email.id)
-            return raw
-
-    async def _build(
-        self, email: Email, infos: list[AttachmentInfo], contents: dict[str, bytes]
-    ) -> bytes:
-        attachments = [
-            Attachment(i.filename, i.content_type, contents.get(i.blob_id, b""), i.content_id)
-            for i in infos
-        ]
-        message = _outgoing(email, attachments)
-        if sum(len(a.content) for a in attachments) > OFFLOAD_BUILD_BYTES:
-            return await asyncio.to_thread(build_message, message)
-        return build_message(message)
+    # --- step 2 (building and signing: ``services/delivery_messages.py``) ----------------
 
     async def _send(
         self, attempt: Attempt, message: tuple[bytes, bool], senders: SenderFacts
@@ -678,28 +575,3 @@ def _needs_smtputf8(raw: bytes, recipients: Sequence[str]) -> bool:
     """RFC 6531: raw UTF-8 in the header block or a non-ASCII recipient needs SMTPUTF8."""
     header_block = raw.split(b"\r\n\r\n", 1)[0]
     return not header_block.isascii() or any(not r.isascii() for r in recipients)
-
-
-def _signed_with(raw: bytes, key: DkimKey) -> bool:
-    """Whether ``raw`` already starts with our signature by ``key`` (signed on an earlier try)."""
-    if not raw.startswith(b"DKIM-Signature:"):
-        return False
-    first_field = raw.split(b"\r\n", 3)[:3]
-    tags = b" ".join(first_field).replace(b" ", b"").replace(b"\t", b"")
-    return f"d={key.domain};".encode() in tags and f"s={key.selector};".encode() in tags
-
-
-def _outgoing(email: Email, attachments: list[Attachment]) -> OutgoingMessage:
-    return OutgoingMessage(
-        from_=email.from_address,
-        to=email.to,
-        cc=email.cc,
-        reply_to=email.reply_to,
-        subject=email.subject,
-        html=email.html,
-        text=email.text,
-        headers=email.headers,
-        attachments=attachments,
-        message_id=email.message_id,
-        date=ms_to_datetime(email.created_at),
-    )
