@@ -61,7 +61,7 @@ import orjson
 import uvloop
 from tests.dns_server import ZoneServer, running_zone
 
-from bench import cpu, load, payload, postfix, relay, report, server, sink
+from bench import cpu, load, payload, postfix, relay, report, server, server_latency, sink
 from bench.stats import Measurement, Recorder
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -430,7 +430,9 @@ async def paced(run: Run, args: argparse.Namespace, busy_emails: int = 0) -> dic
     window = (start, start + args.duration)
     async with watched(run) as usage:
         busy = asyncio.create_task(_accept(run, busy_emails)) if busy_emails else None
+        first = asyncio.create_task(_scrape_at(run.serve.url, start))
         outcome = await load.open_loop(target, args.rate, window)
+        own = server_latency.summary(await first, await _scrape_at(run.serve.url, 0.0))
         if busy is not None:
             await busy
         run.expected += accepted
@@ -453,6 +455,7 @@ async def paced(run: Run, args: argparse.Namespace, busy_emails: int = 0) -> dic
         "max_ms": round(measured.max_ms, 2),
         "errors": measured.errors,
         "max_dispatch_lag_ms": round(outcome.max_dispatch_lag_ms, 2),
+        "server_own": own,
         **usage.as_dict(),
     }
     if busy_emails:  # how much of the window the pipeline was being delivered in
@@ -460,6 +463,12 @@ async def paced(run: Run, args: argparse.Namespace, busy_emails: int = 0) -> dic
         result["pipeline_emails"] = busy_emails
         result["delivering_share_of_window"] = round(min(1.0, max(0.0, share)), 2)
     return result
+
+
+async def _scrape_at(url: str, moment: float) -> server_latency.Buckets:
+    """The server's own latency buckets of ``POST /emails`` at ``moment`` (perf_counter)."""
+    await asyncio.sleep(max(0.0, moment - time.perf_counter()))
+    return await server_latency.scrape(url, "/emails")
 
 
 async def postfix_figures(run: Run, emails: int, messages: int) -> dict[str, Any]:
@@ -630,8 +639,25 @@ def _paced_row(label: str, figures: dict[str, Any]) -> str:
     return (
         f"| `POST /emails` at {figures['rate']:g}/s ({figures['requests_per_s']:,.0f}/s "
         f"reached), {label}{sustained} | p50 {figures['p50_ms']:.1f} ms, "
-        f"p99 {figures['p99_ms']:.1f} ms{f', {errors} errors' if errors else ''} | | | | "
+        f"p99 {figures['p99_ms']:.1f} ms{f', {errors} errors' if errors else ''}"
+        f"{_own(figures)} | | | | "
         f"{_cpu(figures)} | {figures['peak_rss_mib']:.0f} / {figures['peak_pss_mib']:.0f} |"
+    )
+
+
+def _own(figures: dict[str, Any]) -> str:
+    """The server's own view (``bench/server_latency.py``): the share it answered within
+    25 ms, the smallest bucket bound within which it answered 99 %, and how late the load
+    generator sent at worst."""
+    own = figures.get("server_own") or {}
+    if not own.get("requests"):
+        return ""
+    share = own["within_ms"].get("25", 0.0)
+    p99 = own["p99_within_ms"]
+    return (
+        f"; the server's own: {share:.1%} within 25 ms, 99 % within "
+        f"{f'{p99:g} ms' if p99 is not None else 'the last bucket'}; the load generator "
+        f"up to {figures['max_dispatch_lag_ms']:.0f} ms late"
     )
 
 
