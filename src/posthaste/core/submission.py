@@ -34,7 +34,7 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from email.message import Message
 from email.utils import format_datetime, getaddresses
-from typing import Any
+from typing import Any, NamedTuple
 
 from posthaste.core import mime_params
 from posthaste.core.addresses import Address, parse_address
@@ -85,8 +85,10 @@ class Submission:
         return _fingerprint(raw, self.recipients)
 
 
-@dataclass(frozen=True)
-class _HeaderField:
+class _HeaderField(NamedTuple):
+    """One field of the top header (a tuple: a message has a dozen, and a frozen dataclass's
+    ``__init__`` cost more than reading them)."""
+
     name: bytes  # lowercased
     lines: bytes  # the field as submitted, folding and line ending included
 
