@@ -59,6 +59,8 @@ class Figures:
     p99_ms: float
     errors: dict[str, int] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
+    # CPU of the server database's own backends per message (PostgreSQL only; None: not known)
+    database_cpu_ms_per_message: float | None = None
 
     @property
     def server_cpu_ms_per_message(self) -> float:
@@ -97,6 +99,7 @@ class Target:
     tree: bool = False  # count the process's children too (Postfix's daemons)
     domain: str = "example.com"  # of the recipients
     login: bool = True  # AUTH after STARTTLS (an MX takes mail without)
+    database_url: str = ""  # the server's PostgreSQL database, whose backends' CPU is counted
 
 
 async def _connection(
@@ -145,9 +148,11 @@ async def measure(
         usage = asyncio.create_task(
             cpu.during({**pids, "server": list(target.pids)}, start, start + duration)
         )
+    database = asyncio.create_task(_database_seconds(target.database_url, window))
     results = await asyncio.gather(
         *(_connection(target, context, window, n) for n in range(connections))
     )
+    database_seconds = await database
     latencies = sorted(value for values, _ in results for value in values)
     errors: Counter[str] = Counter()
     for _, counted in results:
@@ -162,7 +167,25 @@ async def measure(
         p99_ms=round(percentile(latencies, 0.99) * 1000, 2),
         errors=dict(errors),
         cpu=await usage,
+        database_cpu_ms_per_message=(
+            round(1000 * database_seconds / len(latencies), 3)
+            if database_seconds is not None and latencies
+            else None
+        ),
     )
+
+
+async def _database_seconds(url: str, window: tuple[float, float]) -> float | None:
+    """CPU seconds the server database's own backends spent in the measured window."""
+    if not url:
+        return None
+    from bench.serve import _database_cpu
+
+    await asyncio.sleep(max(0.0, window[0] - time.perf_counter()))
+    before = await _database_cpu(url)
+    await asyncio.sleep(max(0.0, window[1] - time.perf_counter()))
+    after = await _database_cpu(url)
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 # --- the baseline: a bare aiosmtpd server ---------------------------------------------------
@@ -317,13 +340,21 @@ def run_backend(name: str, args: argparse.Namespace, workdir: Path) -> list[Figu
     ):
         label = f"{name}: relay" + (f" ({args.relays} processes)" if args.relays > 1 else "")
         label += f", rate limit {args.rate_limit}/s" if args.rate_limit else ""
-        figures = [_measured(Target(label, port, "posthaste", key, pids), cert, args)]
+        relay = Target(label, port, "posthaste", key, pids, database_url=_asyncpg_url(backend))
+        figures = [_measured(relay, cert, args)]
+        if not args.bare_sink:
+            return figures
         with sink_server(cert, backend.workdir) as (sink_pid, sink_port):
             sink = Target(f"{name}: bare aiosmtpd sink", sink_port, "any", "any", (sink_pid,))
             figures.append(_measured(sink, cert, args))
         if args.postfix and postfix.available():
             figures.append(_postfix_figures(name, cert, args))
     return figures
+
+
+def _asyncpg_url(backend: server.Backend) -> str:
+    url = backend.server_database_url
+    return url.replace("postgresql+asyncpg://", "postgresql://") if url else ""
 
 
 def _postfix_figures(name: str, cert: Path, args: argparse.Namespace) -> Figures:
@@ -339,16 +370,20 @@ def _postfix_figures(name: str, cert: Path, args: argparse.Namespace) -> Figures
 def table(figures: list[Figures]) -> str:
     lines = [
         "| measurement | connections | messages/s | p50 ms | p99 ms | server CPU ms/message "
-        "| CPU % (server / client / postgres / machine) | errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| own database CPU ms/message | CPU % (server / client / postgres / machine) | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for f in figures:
         errors = ", ".join(f"{k}: {v}" for k, v in f.errors.items()) or "none"
         lines.append(
             f"| {f.name} | {f.connections} | {f.messages_per_s:,.0f} | {f.p50_ms} | "
-            f"{f.p99_ms} | {f.server_cpu_ms_per_message} | {_cpu(f)} | {errors} |"
+            f"{f.p99_ms} | {f.server_cpu_ms_per_message} | {_database(f)} | {_cpu(f)} | {errors} |"
         )
     return "\n".join(lines)
+
+
+def _database(f: Figures) -> str:
+    return "-" if f.database_cpu_ms_per_message is None else str(f.database_cpu_ms_per_message)
 
 
 def _cpu(f: Figures) -> str:
@@ -368,6 +403,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument(
         "--no-postfix", dest="postfix", action="store_false", help="skip the Postfix baseline"
+    )
+    parser.add_argument(
+        "--no-sink", dest="bare_sink", action="store_false", help="skip the bare aiosmtpd sink"
     )
     parser.add_argument("--sink", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
     parser.add_argument("--sink-without-auth", action="store_true", help=argparse.SUPPRESS)

@@ -86,12 +86,22 @@ def parse_address(value: str, field: str) -> Address:
     """Parse one address as a caller wrote it; raise ``ValidationError`` naming ``field`` if bad."""
     if not isinstance(value, str):
         raise ValidationError(f"{field!r} must be an address string, got {json_type(value)}.")
-    return _parse_address_text(value, field)
+    valid = _valid_address(value)
+    # Not valid: parsed again for the error, which names the field.
+    return valid if valid is not None else _parse_address_text(value, field)
 
 
-# Senders and recipients repeat (a batch shares its sender); validation with IDNA is the
-# costliest step of accepting an email, and its result depends on the text alone.
+# Senders and recipients repeat (a batch shares its sender, a relayed message names its
+# recipient in RCPT TO and in its To header); validation with IDNA is the costliest step of
+# accepting an email, and its result depends on the text alone, whatever field it came in.
 @functools.lru_cache(maxsize=4096)
+def _valid_address(value: str) -> Address | None:
+    try:
+        return _parse_address_text(value, "")
+    except ValidationError:
+        return None
+
+
 def _parse_address_text(value: str, field: str) -> Address:
     _check_length(value, field)
     _check_characters(value, field)

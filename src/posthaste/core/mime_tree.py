@@ -96,7 +96,8 @@ def _entity(reader: _Reader, start: int, end: int, depth: int) -> Message | None
     message: Message = reader.factory(policy=reader.policy)
     for name, value in fields:
         message.set_raw(name, value)
-    maintype = message.get_content_maintype()
+    content_type = message.get_content_type()  # read once: each read walks the fields
+    maintype = content_type.split("/")[0]  # get_content_maintype()
     if maintype == "message":
         return None
     if maintype != "multipart":
@@ -109,15 +110,15 @@ def _entity(reader: _Reader, start: int, end: int, depth: int) -> Message | None
             message.__dict__[_UNREAD_SIZE] = size
             message.__dict__[_UNREAD_SPAN] = (raw, body, stop)
         return message
-    return _multipart(reader, message, body, end, depth)
+    return _multipart(reader, message, content_type, body, end, depth)
 
 
 def _multipart(
-    reader: _Reader, message: Message, start: int, end: int, depth: int
+    reader: _Reader, message: Message, content_type: str, start: int, end: int, depth: int
 ) -> Message | None:
     raw = reader.raw
     boundary = mime_params.boundary(message)
-    if not boundary or depth >= _DEPTH or message.get_content_subtype() == "digest":
+    if not boundary or depth >= _DEPTH or content_type.split("/")[1] == "digest":
         return None
     if str(message.get("content-transfer-encoding", "8bit")).lower() not in _MULTIPART_CTES:
         return None  # the stdlib records a defect for it

@@ -29,17 +29,18 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from email.message import Message
 from email.utils import format_datetime, getaddresses
-from typing import Any
+from typing import Any, NamedTuple
 
 from posthaste.core import mime_params
 from posthaste.core.addresses import Address, parse_address
 from posthaste.core.message_parser import parse_message
 from posthaste.core.mime_tree import decoded_payload, read_tree
-from posthaste.core.models import Attachment
+from posthaste.core.models import Attachment, assembled
 from posthaste.core.send_request import (
     CONTENT_ID,
     SendRequest,
@@ -61,6 +62,11 @@ _SIMPLE_MAILBOX = re.compile(
     rf'(?:({_ATOM}(?:[ \t]+{_ATOM})*)[ \t]*|"([^"\\\r\n]*)"[ \t]*)?<({_ADDR_SPEC})>|({_ADDR_SPEC})'
 )
 
+# The top-level header's values by lowercased name, in order.
+_Values = dict[str, list[str]]
+# On a leaf: its content type and whether it is inline (``_kind``).
+_KIND = "_posthaste_kind"
+
 
 @dataclass(frozen=True)
 class Submission:
@@ -68,11 +74,21 @@ class Submission:
 
     request: SendRequest
     idempotency_key: str | None
-    fingerprint: str
+    recipients: Sequence[str]
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What an idempotent retry must repeat: the same bytes to the same recipients (hashed
+        only when asked: a message without an idempotency key never needs it)."""
+        raw = self.request.raw
+        assert raw is not None
+        return _fingerprint(raw, self.recipients)
 
 
-@dataclass(frozen=True)
-class _HeaderField:
+class _HeaderField(NamedTuple):
+    """One field of the top header (a tuple: a message has a dozen, and a frozen dataclass's
+    ``__init__`` cost more than reading them)."""
+
     name: bytes  # lowercased
     lines: bytes  # the field as submitted, folding and line ending included
 
@@ -91,16 +107,21 @@ def parse_submission(raw: bytes, recipients: Sequence[str], now: datetime) -> Su
     # The submitted bytes are kept as they are; the lines on top of them, or on top of the body
     # when fields were removed, beside them.
     unchanged = len(kept) == len(fields)
-    request = replace(
-        read.request,
+    # ``dataclasses.replace`` through the generated ``__init__`` was ~5 % of reading a message.
+    values = {name: read.request.__dict__[name] for name in _REQUEST_FIELDS}
+    values.update(
         attachments=read.attachments,
         raw=raw,
         raw_top=added if unchanged else added + b"".join(kept),
         raw_from=0 if unchanged else body,
         message_id=read.message_id,
     )
+    request = assembled(SendRequest, values)
     key = control.get(CONTROL_PREFIX + b"idempotency-key")
-    return Submission(request, key, _fingerprint(raw, recipients))
+    return Submission(request, key, tuple(recipients))
+
+
+_REQUEST_FIELDS = tuple(f.name for f in dataclass_fields(SendRequest))
 
 
 @dataclass(frozen=True)
@@ -116,12 +137,13 @@ class _Read:
 
 def _read_request(raw: bytes, recipients: Sequence[str], control: dict[bytes, str]) -> _Read:
     message = _tree(raw)
-    sender = _single_from(message)
+    values = _raw_values(message)
+    sender = _single_from(values)
     bodies = _Bodies.of(message)
-    request = parse_send_request(_request_body(message, sender, recipients, control, bodies), 0)
+    request = parse_send_request(_request_body(values, sender, recipients, control, bodies), 0)
     check_attachment_budget(bodies.attachments)
-    dated = message.get("Date") is not None
-    return _Read(request, bodies.attachments, _message_id(message), dated)
+    dated = "date" in values
+    return _Read(request, bodies.attachments, _message_id(values), dated)
 
 
 def _tree(raw: bytes) -> Message:
@@ -135,8 +157,18 @@ def _tree(raw: bytes) -> Message:
 
 def _not_a_body(part: Message) -> bool:
     """A leaf ``_Bodies.of`` can only take for an attachment."""
-    inline = part.get_content_disposition() != "attachment"
-    return not (inline and part.get_content_type() in ("text/plain", "text/html"))
+    kind, inline = _kind(part)
+    return not (inline and kind in ("text/plain", "text/html"))
+
+
+def _kind(part: Message) -> tuple[str, bool]:
+    """A leaf's content type and whether it is inline, read from its header once: the tree's
+    reader asks (``_not_a_body``), then ``_Bodies.of``, each lookup a walk of the fields."""
+    known: tuple[str, bool] | None = part.__dict__.get(_KIND)
+    if known is None:
+        known = (part.get_content_type(), part.get_content_disposition() != "attachment")
+        part.__dict__[_KIND] = known
+    return known
 
 
 @functools.lru_cache(maxsize=2)
@@ -178,16 +210,16 @@ def _split_header(raw: bytes) -> tuple[list[_HeaderField], int]:
     return fields, position
 
 
-def _single_from(message: Message) -> Address:
-    boxes = _mailboxes(message, "From")
+def _single_from(values: _Values) -> Address:
+    boxes = _mailboxes(values, "From")
     if len(boxes) != 1:
         raise ValidationError("The message must have a From header with exactly one address.")
     return boxes[0]
 
 
-def _mailboxes(message: Message, name: str) -> list[Address]:
+def _mailboxes(values: _Values, name: str) -> list[Address]:
     found: list[Address] = []
-    for value in _raw_values(message, name):
+    for value in values.get(name.lower(), ()):
         if _is_plain(value):  # the common case, read without the (slow) header registry
             pairs = _mailbox_pairs(_unfold(value))
             found.extend(_mailbox(display, addr, name) for display, addr in pairs if addr)
@@ -199,7 +231,8 @@ def _mailboxes(message: Message, name: str) -> list[Address]:
 
 
 def _mailbox(display: str, addr: str, name: str) -> Address:
-    return replace(parse_address(addr, name.lower()), name=display.strip() or None)
+    parsed = parse_address(addr, name.lower())
+    return Address(display.strip() or None, parsed.local, parsed.domain)
 
 
 def _mailbox_pairs(text: str) -> list[tuple[str, str]]:
@@ -223,9 +256,13 @@ def _unfold(value: str) -> str:
     return _FOLD.sub("", value).strip()
 
 
-def _raw_values(message: Message, name: str) -> list[str]:
-    """The values as parsed, before compat32 wraps 8-bit ones in ``Header`` objects."""
-    return [value for key, value in message.raw_items() if key.lower() == name.lower()]
+def _raw_values(message: Message) -> _Values:
+    """The values as parsed, before compat32 wraps 8-bit ones in ``Header`` objects, by
+    lowercased name (read once: six fields are looked up in them)."""
+    values: _Values = {}
+    for key, value in message.raw_items():
+        values.setdefault(key.lower(), []).append(value)
+    return values
 
 
 def _header_text(value: str) -> str:
@@ -235,8 +272,8 @@ def _header_text(value: str) -> str:
     return value.encode("ascii", "surrogateescape").decode("utf-8", "replace")
 
 
-def _subject(message: Message) -> str:
-    values = _raw_values(message, "Subject")
+def _subject(found: _Values) -> str:
+    values = found.get("subject")
     if not values:
         return ""
     if _is_plain(values[0]):
@@ -245,7 +282,7 @@ def _subject(message: Message) -> str:
 
 
 def _request_body(
-    message: Message,
+    values: _Values,
     sender: Address,
     recipients: Sequence[str],
     control: dict[bytes, str],
@@ -253,8 +290,8 @@ def _request_body(
 ) -> dict[str, Any]:
     envelope = [parse_address(r, "RCPT TO") for r in recipients]
     wanted = {a.lookup_key for a in envelope}
-    to = [a for a in _mailboxes(message, "To") if a.lookup_key in wanted]
-    cc = [a for a in _mailboxes(message, "Cc") if a.lookup_key in wanted]
+    to = [a for a in _mailboxes(values, "To") if a.lookup_key in wanted]
+    cc = [a for a in _mailboxes(values, "Cc") if a.lookup_key in wanted]
     named = {a.lookup_key for a in to + cc}
     bcc = [a for a in envelope if a.lookup_key not in named]
     if not to and not cc:
@@ -264,8 +301,8 @@ def _request_body(
         "to": [a.formatted() for a in to],
         "cc": [a.formatted() for a in cc],
         "bcc": [a.formatted() for a in bcc],
-        "reply_to": [a.formatted() for a in _mailboxes(message, "Reply-To")],
-        "subject": _subject(message),
+        "reply_to": [a.formatted() for a in _mailboxes(values, "Reply-To")],
+        "subject": _subject(values),
         "html": bodies.html,
         "text": "" if bodies.html is None and bodies.text is None else bodies.text,
         "tags": _tags(control.get(CONTROL_PREFIX + b"tags")),
@@ -301,8 +338,7 @@ class _Bodies:
     def of(cls, message: Message) -> _Bodies:
         bodies = cls(None, None, [])
         for index, part in enumerate(_leaves(message)):
-            kind = part.get_content_type()
-            inline = part.get_content_disposition() != "attachment"
+            kind, inline = _kind(part)
             if inline and kind == "text/plain" and bodies.text is None:
                 bodies.text = _decoded_text(part)
             elif inline and kind == "text/html" and bodies.html is None:
@@ -325,7 +361,7 @@ def _decoded_text(part: Message) -> str:
 
 
 def _leaves(part: Message) -> Iterator[Message]:
-    if part.get_content_maintype() == "multipart" and part.is_multipart():
+    if part.is_multipart() and part.get_content_maintype() == "multipart":
         for child in part.get_payload():
             if isinstance(child, Message):
                 yield from _leaves(child)
@@ -356,10 +392,10 @@ def _content_id(part: Message) -> str | None:
     return bare if CONTENT_ID.fullmatch(bare) else None
 
 
-def _message_id(message: Message) -> str | None:
+def _message_id(found: _Values) -> str | None:
     """The message's own ``<id>``; None when it has none: the send path then gives it the
     email's, ``<email id@from domain>`` (``with_message_id``) as it does REST mail."""
-    values = _raw_values(message, "Message-ID")
+    values = found.get("message-id")
     if values and values[0].strip():
         if not values[0].isascii():
             raise ValidationError("The Message-ID header must be ASCII.")
