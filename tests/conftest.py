@@ -22,7 +22,6 @@ import hypothesis
 import pytest
 from sqlalchemy import text
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.api_keys import NewApiKey
@@ -30,6 +29,7 @@ from posthaste.core.models import KeyMode, Permission, Team
 from posthaste.storage.dialects import PostgresDialect, SqliteDialect
 from posthaste.storage.migrate import upgrade_to_head
 from posthaste.storage.tables import metadata
+from tests.apps import make_app
 from tests.dns_server import ZoneServer, running_zone
 from tests.openapi_check import checked_client
 
@@ -175,7 +175,7 @@ async def tenant(services: Services) -> Tenant:
 async def client(services: Services) -> AsyncIterator[httpx.AsyncClient]:
     # Every answer is checked against /openapi.json (status and body): the document never
     # drifts from what the API returns.
-    async with checked_client(create_app(services)) as http:
+    async with checked_client(make_app(services)) as http:
         yield http
 
 

@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.storage.tables import automation_run_steps, emails
+from tests.apps import make_app
 from tests.conftest import SECRET, make_tenant
 from tests.e2e.test_worker_kill import database_url, worker_env, worker_process
 
@@ -41,7 +41,7 @@ async def api(url: str, data_dir: Path) -> AsyncIterator[tuple[Services, httpx.A
     await migrate(settings)
     services = build_services(settings)
     try:
-        transport = httpx.ASGITransport(app=create_app(services))
+        transport = httpx.ASGITransport(app=make_app(services))
         async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:
             tenant = await make_tenant(services)
             http.headers.update(tenant.headers())

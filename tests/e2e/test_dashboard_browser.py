@@ -25,10 +25,10 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, Page, Playwright, Route, expect, sync_playwright
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import build_services
 from posthaste.config import Settings
 from posthaste.config.settings import DeliveryTarget
+from tests.apps import make_app
 from tests.conftest import SECRET, Tenant, make_tenant
 from tests.helpers import email_body, until
 from tests.senders import AnySender
@@ -87,7 +87,7 @@ async def _serve(
         listener = socket.create_server(("127.0.0.1", 0))
         port = listener.getsockname()[1]
         server = uvicorn.Server(
-            uvicorn.Config(create_app(services), log_level="warning", lifespan="off")
+            uvicorn.Config(make_app(services), log_level="warning", lifespan="off")
         )
         worker, dispatcher = services.make_worker(), services.make_webhook_dispatcher()
         tasks = [

@@ -20,9 +20,9 @@ import asyncpg
 import httpx
 import pytest
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import build_services, migrate
 from posthaste.config import Settings
+from tests.apps import make_app
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin, make_tenant
 from tests.senders import AnySender
 from tests.smtp_sink import Sink, running_sink
@@ -79,7 +79,7 @@ async def test_a_killed_worker_loses_no_email(database_url: str, tmp_path: Path)
     services = build_services(settings, senders=AnySender(settings.default_region))
     sink = Sink(hold=asyncio.Event())
     log = tmp_path / "workers.log"
-    app = httpx.ASGITransport(app=create_app(services))
+    app = httpx.ASGITransport(app=make_app(services))
     try:
         async with (
             running_sink(sink),

@@ -6,8 +6,8 @@ import re
 
 import httpx
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
+from tests.apps import make_app
 
 ASSET_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
 
@@ -52,7 +52,7 @@ async def test_the_document_says_which_operations_take_no_key(
     document = (await client.get("/openapi.json")).json()
     public = []
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(services)), base_url="http://posthaste.test"
+        transport=httpx.ASGITransport(app=make_app(services)), base_url="http://posthaste.test"
     ) as bare:  # no answer check: the point is the status of requests without a key
         for path, operations in document["paths"].items():
             url = re.sub(r"\{[^}]+\}", "x", path)
@@ -84,7 +84,7 @@ async def test_a_method_not_allowed_names_the_methods_that_are(
         for path, ops in document["paths"].items()
     }
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(services)), base_url="http://posthaste.test"
+        transport=httpx.ASGITransport(app=make_app(services)), base_url="http://posthaste.test"
     ) as bare:
         checked = 0
         for path in document["paths"]:

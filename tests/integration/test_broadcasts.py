@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from posthaste.adapters.transports import build_transports
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import format_ms, now_ms
@@ -26,6 +25,7 @@ from posthaste.core.jobs import JobKind
 from posthaste.core.models import Job
 from posthaste.services.broadcasts import Step
 from posthaste.storage import jobs as jobs_repo
+from tests.apps import make_app
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.helpers import events_of
@@ -100,7 +100,7 @@ async def world(settings: Settings, **options: Any) -> AsyncIterator[World]:
         await services.db.start_listening()
         try:
             tenant = await make_tenant(services, daily_quota=options.get("daily_quota", 0))
-            async with checked_client(create_app(services)) as http:
+            async with checked_client(make_app(services)) as http:
                 yield World(services, http, tenant, sink)
         finally:
             await services.close()

@@ -8,11 +8,11 @@ import re
 
 import httpx
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.ui.live import StreamTokens
 from posthaste.ui.routes.live import EMAIL_EVENTS
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
 
@@ -233,7 +233,7 @@ async def test_revoking_the_key_ends_its_sessions(
 
 
 async def test_the_cookie_is_secure_over_https(services: Services, tenant: Tenant) -> None:
-    transport = httpx.ASGITransport(app=create_app(services))
+    transport = httpx.ASGITransport(app=make_app(services))
     async with httpx.AsyncClient(transport=transport, base_url="https://posthaste.test") as https:
         answer = await sign_in(https, tenant.live)
     assert answer.status_code == 303

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from posthaste.adapters.transports import build_transports
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.storage import jobs as jobs_repo
+from tests.apps import make_app
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dns_server import ZoneServer
 from tests.openapi_check import checked_client
@@ -85,7 +85,7 @@ async def mail(
     await _empty_tables(services)
     await services.db.start_listening()
     try:
-        async with checked_client(create_app(services)) as http:
+        async with checked_client(make_app(services)) as http:
             yield Mail(services, http, await make_tenant(services))
     finally:
         await services.close()

@@ -21,7 +21,6 @@ from sqlalchemy import select, update
 
 from posthaste.adapters.envelope import RecipientReply
 from posthaste.adapters.smtp_client import SmtpUnavailable, Transcript
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core import destinations as rules
@@ -30,6 +29,7 @@ from posthaste.core.ids import now_ms
 from posthaste.services.destinations import DestinationThrottle
 from posthaste.storage import destinations as repo
 from posthaste.storage.tables import destinations, emails, jobs
+from tests.apps import make_app
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_api_emails import assert_error
@@ -139,7 +139,7 @@ async def test_a_throttling_receiver_is_obeyed_and_others_go_on(
         await stack.enter_async_context(running_receiver(receiver, GMAIL_ADDRESS, sink.port))
         configured = _configured(settings, zone, google_rate=100.0)
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         others_done_at: list[int] = []
 
@@ -217,7 +217,7 @@ async def test_two_workers_share_one_rate(settings: Settings, zone: ZoneServer) 
         second = dataclasses.replace(first, mx_host="worker-2.test")
         one = await stack.enter_async_context(_services(first, sink.port, empty=True))
         two = await stack.enter_async_context(_services(second, sink.port, empty=False))
-        http = await stack.enter_async_context(checked_client(create_app(one)))
+        http = await stack.enter_async_context(checked_client(make_app(one)))
         tenant = await make_tenant(one)
         await _send(http, tenant, gmail)
         async with _working(one, two, batch_size=4):  # so that both take some
@@ -442,7 +442,7 @@ async def test_mail_for_a_busy_destination_is_held_before_it_starts(
         sink = await stack.enter_async_context(running_sink(Sink()))
         configured = _configured(settings, zone, google_rate=20.0)
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         now = now_ms()
         async with services.db.transaction() as tx:
@@ -549,7 +549,7 @@ async def test_mail_held_longer_than_the_retry_schedule_uses_its_attempts(
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         now = now_ms()
         async with services.db.transaction() as tx:
@@ -583,7 +583,7 @@ async def test_a_destination_policy_caps_connections_and_messages_per_connection
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         await _send(http, tenant, [f"o{i}@other.test" for i in range(6)])
         async with _working(services):

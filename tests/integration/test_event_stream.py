@@ -14,12 +14,12 @@ import orjson
 import pytest
 import uvicorn
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.core.ids import new_id, now_ms
 from posthaste.core.models import Event
 from posthaste.storage import events as events_repo
+from tests.apps import make_app
 from tests.conftest import PG_ADMIN_DSN, Tenant
 from tests.webhook_receiver import eventually
 
@@ -34,7 +34,7 @@ async def base_url(services: Services) -> AsyncIterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(
-        create_app(services), lifespan="off", log_config=None, timeout_graceful_shutdown=1
+        make_app(services), lifespan="off", log_config=None, timeout_graceful_shutdown=1
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -7,9 +7,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from tests.apps import make_app
 from tests.conftest import Tenant
 
 
@@ -39,7 +39,7 @@ async def test_database_down_is_503(tmp_path: Path) -> None:
     )
     services = build_services(down)
     try:
-        transport = httpx.ASGITransport(app=create_app(services))
+        transport = httpx.ASGITransport(app=make_app(services))
         async with httpx.AsyncClient(transport=transport, base_url="http://x") as http:
             ready = await http.get("/readyz")
             assert ready.status_code == 503 and ready.json()["name"] == "service_unavailable"

@@ -19,7 +19,6 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
 from posthaste.core.dkim import DkimKey
@@ -27,6 +26,7 @@ from posthaste.logs import JsonFormatter
 from posthaste.smtp.inbound import InboundServer
 from posthaste.smtp.relay import Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
+from tests.apps import make_app
 from tests.conftest import Tenant
 from tests.integration.test_smtp_delivery import KEY, mailer, smarthost
 from tests.smtp_sink import running_sink
@@ -64,7 +64,7 @@ def logged() -> Iterator[_Lines]:
 async def test_every_line_of_a_request_names_its_request_id(
     services: Services, tenant: Tenant, logged: _Lines
 ) -> None:
-    app = create_app(services)
+    app = make_app(services)
     probe = logging.getLogger("posthaste.test.probe")
 
     async def later() -> None:

@@ -16,13 +16,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from posthaste.config import Settings
 from posthaste.core.ids import now_ms
 from posthaste.smtp.relay import Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.storage.tables import jobs
+from tests.apps import make_app
 from tests.conftest import Tenant
 from tests.helpers import email_body
 from tests.integration.test_smtp_delivery import Mailer, mailer, smarthost
@@ -191,7 +191,7 @@ async def test_with_a_token_only_its_bearer_reads_the_metrics(settings: Settings
 
     services = build_services(dataclasses.replace(settings, metrics_token=TOKEN))
     try:
-        transport = httpx.ASGITransport(app=create_app(services), client=("203.0.113.7", 4000))
+        transport = httpx.ASGITransport(app=make_app(services), client=("203.0.113.7", 4000))
         async with httpx.AsyncClient(transport=transport, base_url="http://x.test") as remote:
             missing = await remote.get("/metrics")
             assert missing.status_code == 401
@@ -207,7 +207,7 @@ async def test_with_a_token_only_its_bearer_reads_the_metrics(settings: Settings
 
 
 async def test_without_a_token_only_loopback_peers_read_the_metrics(services: Services) -> None:
-    app = create_app(services)
+    app = make_app(services)
     for peer, status in (("127.0.0.1", 200), ("::1", 200), ("198.51.100.2", 403)):
         transport = httpx.ASGITransport(app=app, client=(peer, 4000))
         async with httpx.AsyncClient(transport=transport, base_url="http://x.test") as http:

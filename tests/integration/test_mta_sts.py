@@ -26,7 +26,6 @@ from posthaste.adapters.dns import Resolver
 from posthaste.adapters.mta_sts_http import PolicyFetcher
 from posthaste.adapters.smtp_client import Transcript
 from posthaste.adapters.transports import build_transports
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.ids import now_ms
@@ -48,6 +47,7 @@ from posthaste.storage import mta_sts as repo
 from posthaste.storage.tables import jobs
 from posthaste.workers.kinds import build_handlers
 from posthaste.workers.runner import Worker
+from tests.apps import make_app
 from tests.conftest import _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys
 from tests.dns_server import ZoneServer
@@ -120,7 +120,7 @@ async def mx_mailer(
     await _empty_tables(services)
     await services.db.start_listening()
     try:
-        async with checked_client(create_app(services)) as http:
+        async with checked_client(make_app(services)) as http:
             yield Mailer(services, http, await make_tenant(services))
     finally:
         await services.close()

@@ -19,7 +19,6 @@ from sqlalchemy import update
 
 from posthaste.adapters.smtp_client import Transcript
 from posthaste.adapters.smtp_transports import MxTransport
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core import pools as rules
@@ -28,6 +27,7 @@ from posthaste.core.pools import Pool, Pools
 from posthaste.services.pools import PoolSources
 from posthaste.storage import pools as repo
 from posthaste.storage.tables import emails, jobs
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.integration.test_api_emails import assert_error
@@ -83,7 +83,7 @@ async def test_mail_leaves_from_its_pools_addresses_with_its_helo(
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         stream = {"id": "news", "name": "News", "type": "broadcast", "pool": "warm"}
         assert (await _call(http, tenant, "POST", "/streams", stream))["pool"] == "warm"
@@ -182,7 +182,7 @@ async def test_a_warming_address_keeps_to_its_cap_and_the_rest_waits_for_the_nex
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         clock = _Clock()
         _with_clock(services, clock)
         tenant = await make_tenant(services)
@@ -267,7 +267,7 @@ async def test_mail_held_by_a_warmup_cap_waits_past_the_retry_schedule_then_boun
     async with AsyncExitStack() as stack:
         sink = await stack.enter_async_context(running_sink(Sink()))
         services = await stack.enter_async_context(_services(configured, sink.port, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         clock = _Clock()
         _with_clock(services, clock)
         tenant = await make_tenant(services)
@@ -368,7 +368,7 @@ async def test_a_pool_that_is_not_configured_is_refused_with_nothing_stored(
     configured = _configured(settings, zone, WARM)
     async with AsyncExitStack() as stack:
         services = await stack.enter_async_context(_services(configured, 25, empty=True))
-        http = await stack.enter_async_context(checked_client(create_app(services)))
+        http = await stack.enter_async_context(checked_client(make_app(services)))
         tenant = await make_tenant(services)
         h = tenant.headers("live")
         bad = {"id": "news", "name": "News", "type": "broadcast", "pool": "cold"}

@@ -17,10 +17,10 @@ import orjson
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from posthaste.api.app import create_app
 from posthaste.api.middleware import BodyLimit, MemoryBudget
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 
 MIB = 1024 * 1024
@@ -93,7 +93,7 @@ async def test_many_large_emails_at_once_are_all_accepted_in_turn(settings: Sett
             "text": "see the attachment",
             "attachments": [{"filename": "blob.bin", "content": attachment}],
         }
-        transport = httpx.ASGITransport(app=create_app(services))
+        transport = httpx.ASGITransport(app=make_app(services))
         async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=120) as http:
             answers = await asyncio.gather(
                 *(http.post("/emails", json=body, headers=tenant.headers()) for _ in range(12))
@@ -171,7 +171,7 @@ async def test_a_large_email_holds_at_most_two_copies_of_its_body(
     """A 6 MiB attachment (an 8 MiB body), with an idempotency key (the body's fingerprint)."""
     attachment = os.urandom(6 * MIB)
     headers = {**tenant.headers(), "Idempotency-Key": "large-1"}
-    transport = httpx.ASGITransport(app=create_app(services))
+    transport = httpx.ASGITransport(app=make_app(services))
     async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=120) as http:
         answer, copies = await _post_large(http, "/emails", _email(attachment), headers)
         assert await _stored(http, tenant, answer.json()["id"]) == [attachment]
@@ -185,7 +185,7 @@ async def test_a_large_batch_holds_at_most_two_copies_of_its_body(
     first, second = os.urandom(3 * MIB), os.urandom(3 * MIB)
     wrapped = _email(second, "wrapped.bin")
     wrapped["attachments"][0]["content"] = base64.encodebytes(second).decode()  # type: ignore[index]
-    transport = httpx.ASGITransport(app=create_app(services))
+    transport = httpx.ASGITransport(app=make_app(services))
     async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=120) as http:
         answer, copies = await _post_large(
             http, "/emails/batch", [_email(first), wrapped], tenant.headers()

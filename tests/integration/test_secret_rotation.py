@@ -15,7 +15,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services, migrate
 from posthaste.config import Settings
 from posthaste.core.crypto import (
@@ -26,6 +25,7 @@ from posthaste.core.crypto import (
 )
 from posthaste.core.tracking import TrackingLinks
 from posthaste.storage.tables import domains, webhooks
+from tests.apps import make_app
 from tests.conftest import make_tenant
 from tests.integration.test_cli import run_cli
 
@@ -40,7 +40,7 @@ def settings(settings: Settings) -> Settings:
 async def store_secrets(services: Services) -> None:
     """A domain (its DKIM key) and a webhook (its signing secret), sealed with the current key."""
     tenant = await make_tenant(services)
-    transport = httpx.ASGITransport(app=create_app(services))
+    transport = httpx.ASGITransport(app=make_app(services))
     async with httpx.AsyncClient(transport=transport, base_url="http://posthaste.test") as http:
         domain = await http.post("/domains", json={"name": "acme.test"}, headers=tenant.headers())
         assert domain.status_code == 201, domain.text

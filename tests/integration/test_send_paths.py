@@ -13,10 +13,10 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope, Send
 
-from posthaste.api.app import create_app
 from posthaste.api.routes import emails
 from posthaste.api.routes.emails import SendPaths
 from posthaste.bootstrap import Services
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body
 from tests.openapi_check import checked_client
@@ -29,7 +29,7 @@ _PER_ANSWER = {"x-request-id", "date"}
 
 def _routes_only(services: Services) -> FastAPI:
     """The app without ``SendPaths``: every request goes through FastAPI's routes."""
-    app = create_app(services)
+    app = make_app(services)
     app.user_middleware = [m for m in app.user_middleware if m.cls is not SendPaths]
     return app
 
@@ -37,7 +37,7 @@ def _routes_only(services: Services) -> FastAPI:
 @pytest.fixture
 async def both(services: Services) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     async with (
-        checked_client(create_app(services)) as direct,
+        checked_client(make_app(services)) as direct,
         checked_client(_routes_only(services)) as routed,
     ):
         yield direct, routed
@@ -124,7 +124,7 @@ async def test_rate_limited_alike(services: Services) -> None:
     limited = await make_tenant(services, rate_limit=1)
     one = orjson.dumps(email_body())
     answers = []
-    for app in (create_app(services), _routes_only(services)):
+    for app in (make_app(services), _routes_only(services)):
         async with checked_client(app) as http:
             statuses = []
             for _ in range(4):  # a burst of twice the rate, then refused

@@ -31,7 +31,6 @@ from posthaste.adapters.smtp_client import (
 )
 from posthaste.adapters.smtp_transports import Admission, MxTransport, Unthrottled
 from posthaste.adapters.transports import build_transports
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.dkim import DkimKey
@@ -40,6 +39,7 @@ from posthaste.core.submission import parse_submission
 from posthaste.core.verp import read_verp, verp_signer
 from posthaste.services.delivery_rules import DomainTlsRules, TlsRules
 from posthaste.storage import jobs as jobs_repo
+from tests.apps import make_app
 from tests.conftest import SECRET, Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.dns_server import ZoneServer
@@ -119,7 +119,7 @@ async def mailer(
     await _empty_tables(services)
     await services.db.start_listening()
     try:
-        async with checked_client(create_app(services)) as http:
+        async with checked_client(make_app(services)) as http:
             yield Mailer(services, http, await make_tenant(services))
     finally:
         await services.close()

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from sqlalchemy import event
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 from tests.integration.test_api_emails import assert_error
 from tests.integration.test_api_templates import WELCOME, create
@@ -185,7 +185,7 @@ async def test_live_send_with_a_never_published_template_is_refused(
 async def live_client(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
     built = build_services(settings, senders=AnySender("us-east-1"))
     try:
-        async with checked_client(create_app(built)) as http:
+        async with checked_client(make_app(built)) as http:
             yield http, built
     finally:
         await built.close()

@@ -25,13 +25,13 @@ from standardwebhooks import Webhook as StandardWebhook
 from starlette.middleware.exceptions import ExceptionMiddleware
 
 from posthaste.adapters.transports import build_transports
-from posthaste.api.app import create_app
 from posthaste.api.routes import tracking as tracking_routes
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import DeliveryTarget, Settings
 from posthaste.core.tracking import TrackingLinks
 from posthaste.smtp.relay import Listener, RelayServer
 from posthaste.smtp.tls import CERT_FILENAME
+from tests.apps import make_app
 from tests.conftest import Tenant, _empty_tables, make_tenant
 from tests.dkim_keys import StaticSigningKeys, dns_record, make_key, record_name
 from tests.dns_server import running_zone
@@ -115,7 +115,7 @@ async def world(settings: Settings) -> AsyncIterator[World]:
         await services.db.start_listening()
         try:
             tenant = await make_tenant(services)
-            async with checked_client(create_app(services)) as http:
+            async with checked_client(make_app(services)) as http:
                 yield World(services, http, tenant, sink)
         finally:
             await services.close()
@@ -387,7 +387,7 @@ async def asgi_answer(app: Any, services: Services, method: str, target: str) ->
         "headers": [(b"host", b"track.example.com"), (b"user-agent", b"Mail/1.0")],
         "client": ("127.0.0.1", 40000),
         "server": ("127.0.0.1", 443),
-        "app": create_app(services),  # what ``request.app`` reads the services from
+        "app": make_app(services),  # what ``request.app`` reads the services from
     }
     sent: list[dict[str, Any]] = []
 
@@ -414,7 +414,7 @@ async def test_the_tracking_paths_answer_as_the_routes_do(settings: Settings) ->
         html = html_of(w.delivered(email_id))
         link, pixel = path_of(HREF.findall(html)[2]), path_of(PIXEL_SRC.findall(html)[0])
         passed: list[str] = []
-        routed = create_app(w.services).build_middleware_stack()
+        routed = make_app(w.services).build_middleware_stack()
         while not isinstance(routed, ExceptionMiddleware):  # down to FastAPI's own layers
             routed = routed.app
 

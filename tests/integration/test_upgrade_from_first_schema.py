@@ -25,12 +25,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, MetaData, Table, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
 from posthaste.storage.dialects import dialect_for
 from posthaste.storage.migrate import alembic_config
 from posthaste.storage.tables import metadata
+from tests.apps import make_app
 from tests.conftest import PG_ADMIN_DSN, Tenant, _pg_admin, make_tenant
 from tests.helpers import email_body
 from tests.openapi_check import checked_client
@@ -97,7 +97,7 @@ async def make_data(services: Services) -> tuple[Tenant, dict[str, str]]:
     tenant = await make_tenant(services, "acme")
     ids: dict[str, str] = {}
     headers = tenant.headers("test")
-    async with checked_client(create_app(services)) as client:
+    async with checked_client(make_app(services)) as client:
 
         async def post(path: str, body: Any, status: int = 201) -> dict[str, Any]:
             answer = await client.post(path, json=body, headers=headers)
@@ -200,7 +200,7 @@ async def _served_at_head(
     plain = async_url.replace("+aiosqlite", "").replace("+asyncpg", "")
     upgraded = build_services(dataclasses.replace(settings, database_url=plain))
     try:
-        async with checked_client(create_app(upgraded)) as client:
+        async with checked_client(make_app(upgraded)) as client:
             headers = tenant.headers("test")
 
             async def get(path: str) -> Any:

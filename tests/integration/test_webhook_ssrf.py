@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from posthaste.adapters.webhook_http import HostLookup, WebhookClient
-from posthaste.api.app import create_app
 from posthaste.bootstrap import Services, build_services
 from posthaste.config import Settings
+from tests.apps import make_app
 from tests.conftest import Tenant, make_tenant
 from tests.dns_server import ZoneServer
 from tests.openapi_check import checked_client
@@ -43,7 +43,7 @@ async def api(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Tena
     """The API of a second set of services, on other settings, with a tenant of its own."""
     services = build_services(settings)
     try:
-        async with checked_client(create_app(services)) as client:
+        async with checked_client(make_app(services)) as client:
             yield client, await make_tenant(services)
     finally:
         await services.close()

@@ -10,6 +10,7 @@ reads at most 64 KiB and wants ``text/plain`` (RFC 8461 §3.3); every failure is
 
 from __future__ import annotations
 
+import functools
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,16 @@ class PostResult:
 
 def verified_context(ca_file: Path | None) -> ssl.SSLContext:
     """Verifying certificates against ``ca_file``, else the system's CAs."""
-    return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if ca_file is None:
+        return _system_context()
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+@functools.cache
+def _system_context() -> ssl.SSLContext:
+    """Made once per process, as ``smtp_client.default_tls_context``: loading the system's CA
+    bundle costs 50-100 ms of CPU, and every ``build_services`` makes a ``PolicyFetcher``."""
+    return ssl.create_default_context()
 
 
 class PolicyFetcher:
