@@ -354,6 +354,10 @@ async def test_the_throttle_forgets_quiet_destinations_and_keeps_a_held_one(
     from posthaste.services import destinations as throttle_module
 
     monkeypatch.setattr(throttle_module, "MAX_LOCAL", 4)
+    # The suspension outlasts the test however slow the box (2 s by default: forty admissions
+    # and observations took longer under load, and the destination was no longer held).
+    monkeypatch.setattr(rules, "BACKOFF_BASE_MS", 600_000)
+    monkeypatch.setattr(rules, "BACKOFF_CAP_MS", 600_000)
     throttle = DestinationThrottle(services.db, Policies({}), rng=random.Random(3))
     admitted = await throttle.admit("slow.test", ["mx.slow.test"], Transcript())
     assert admitted.hold_until is None

@@ -152,22 +152,25 @@ async def test_a_batch_done_within_a_third_of_the_lease_costs_no_extension(
 async def test_a_dead_workers_job_falls_due_after_the_lease(services: Services) -> None:
     await _enqueue(services, "stuck", 1)
     started = asyncio.Event()
+    # Longer than LEASE: a beat (every third of the lease) late by two thirds of it lets the
+    # lease lapse, and on a loaded box a SQLite write waited that long for 1 s leases.
+    lease = 3 * LEASE
 
     async def handler(job: Job) -> None:
         started.set()
         await asyncio.Event().wait()  # never returns: the worker dies in here
 
-    worker = Worker(services.db, {"stuck": handler}, lease_seconds=LEASE)
+    worker = Worker(services.db, {"stuck": handler}, lease_seconds=lease)
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
-    await asyncio.sleep(2 * LEASE)
+    await asyncio.sleep(1.5 * lease)
     assert await _claim_as_other(services, "stuck") == []  # kept alive past its first lease
     task.cancel()  # the worker dies: its heartbeat stops with it
     died_at = now_ms()
     await asyncio.gather(task, return_exceptions=True)
     due = await _next_due(services, "stuck")
-    assert due is not None and due <= died_at + LEASE * 1000
-    await asyncio.sleep(max(0.0, (due - now_ms()) / 1000) + LEASE)
+    assert due is not None and due <= died_at + lease * 1000
+    await asyncio.sleep(max(0.0, (due - now_ms()) / 1000) + lease)
     assert await _next_due(services, "stuck") == due  # no beat after the death
     [again] = await _claim_as_other(services, "stuck")
     assert again.attempts == 2
