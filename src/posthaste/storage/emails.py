@@ -29,9 +29,11 @@ from posthaste.storage import blobs as blobs_repo
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import Dialect, among
 from posthaste.storage.keyset import keyset_page
+from posthaste.storage.suppressions import Recipient
 from posthaste.storage.tables import (
     attachments,
     blobs,
@@ -204,18 +206,38 @@ class AcceptedRows:
         )
 
 
-async def store_rows(tx: Tx, rows: AcceptedRows) -> None:
+async def store_rows(
+    tx: Tx, rows: AcceptedRows, unless_listed: Sequence[Recipient] = ()
+) -> list[Recipient]:
     """Store a group's accepted emails (``AcceptedRows``) with their first events and jobs: on
     PostgreSQL one statement (see ``events.insert_events``), with the large blobs written in
-    pieces before it (``storage.blobs``)."""
+    pieces before it (``storage.blobs``).
+
+    ``unless_listed``: the group's (team, recipient) pairs, checked against the suppression
+    list by that same statement (one round trip for a lone send, not two): when any is
+    listed, nothing is stored and those listed are returned. With a blob large enough to be
+    written apart, the check is a query of its own first, so that nothing is written before
+    it."""
     tables = rows.tables
+    if unless_listed and any(
+        blobs_repo.in_pieces(blobs_repo.size(b["data"])) for b in tables[blobs]
+    ):
+        listed = await suppressions_repo.listed_among(tx, unless_listed)
+        if listed:
+            return listed
+        unless_listed = ()
+    owed = set(tx.channels)
     enqueued = jobs_repo.enqueued_rows(tx, rows.jobs)
+    found: list[Recipient] = []
 
     async def statement(blob_rows: list[dict[str, Any]]) -> None:
         also = [*{**tables, blobs: blob_rows}.items(), enqueued]
-        await events_repo.insert_event_rows(tx, rows.events, also)
+        found.extend(await events_repo.insert_event_rows(tx, rows.events, also, unless_listed))
 
     await blobs_repo.store_blobs_with(tx, tables[blobs], statement)
+    if found:
+        tx.withdraw(owed)  # nothing was stored: no wake-up is owed for it
+    return found
 
 
 async def store_accepted(
