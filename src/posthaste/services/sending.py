@@ -182,7 +182,7 @@ class SendingService:
         self.idempotency = idempotency
         self.links = links
         # Two lanes, each grouping what waits for it: calls of one email, and the others. The
-        # lone lane's groups have their suppression check made by their storing statement.
+        # lone lane's groups have their suppression check made with their writes.
         self._lone: GroupCommit[_Call, list[Outcome]] = self._lane(folding=True)
         self._lone_at = float("-inf")  # when the last lone call came (monotonic seconds)
         self._group: GroupCommit[_Call, list[Outcome]] = self._lane(folding=False)
@@ -374,11 +374,11 @@ def _check_one_recipient(request: SendRequest, stream_id: str) -> None:
 
 def _suppression_check_folds(items: list[_Item]) -> bool:
     """Whether a group of the lone lane (``POST /emails``, relayed messages) may have its
-    suppression check (step 3) made by the statement that stores it (step 5): one round trip
-    instead of two, when no step between them applies (no broadcast stream, no daily quota).
-    A listed recipient then costs that statement again without its item: little for a few
-    lone calls, a batch's worth for a batch, so batches (and the groups callers make in their
-    own transactions) keep the check of their own."""
+    suppression check (step 3) made with its writes (step 5, ``emails.store_rows``: on SQLite
+    in their hop to the connection's thread), when no step between them applies (no
+    broadcast stream, no daily quota). A listed recipient then has the group stored again
+    without its item: little for a few lone calls, a batch's worth for a batch, so batches
+    (and the groups callers make in their own transactions) keep the check of their own."""
     return all(
         not item.on_broadcast_stream and item.call.sender.team.daily_quota == 0
         for item in _pending(items)
@@ -494,11 +494,11 @@ def _quota_exceeded(quota: int, now: int) -> DailyQuotaExceeded:
 async def _stored(tx: Tx, items: list[_Item], now: int, *, check_suppressions: bool) -> None:
     """Step 5: the passing items' emails with their first events and delivery jobs, and each
     idempotent call's response, in the group's unit of work. ``check_suppressions``: step 3
-    made by the storing statement, which stores nothing when a recipient is listed; the
-    items with one stop as step 3 stops them, and the others are stored by another."""
+    made with the writes, which store nothing when a recipient is listed; the items with one
+    stop as step 3 stops them, and the others are stored without them."""
     accepted = list(_pending(items))
+    checked = _recipients_of(accepted) if check_suppressions else []
     while accepted:
-        checked = _recipients_of(accepted) if check_suppressions else []
         listed = await emails_repo.store_rows(tx, _accepted_rows(accepted, now), checked)
         if not listed:
             break
@@ -506,6 +506,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int, *, check_suppressions: b
         accepted = [
             item for item in accepted if _stopped_if_among(item, found, _suppressed).pending
         ]
+        checked = []  # the others' recipients were checked with them: none is listed
     for item in accepted:
         key = item.call.idempotency
         if key is not None and item.email is not None:

@@ -142,21 +142,16 @@ def shape_of(parts: Sequence[Part]) -> Shape:
 
 
 @functools.cache
-def inserts(
-    dialect: Dialect, shape: Shape, as_json: bool, where: str = ""
-) -> tuple[list[str], list[Source]]:
-    """``INSERT … SELECT * FROM`` each part's ``source`` (``WHERE where``, a condition of the
-    caller's statement, when given), their parameters numbered from ``$1`` in order (a
-    statement may go on with parts of its own after them), and the sources
+def inserts(dialect: Dialect, shape: Shape, as_json: bool) -> tuple[list[str], list[Source]]:
+    """``INSERT … SELECT * FROM`` each part's ``source``, their parameters numbered from ``$1``
+    in order (a statement may go on with parts of its own after them), and the sources
     (``insert_params``)."""
     statements: list[str] = []
     sources: list[Source] = []
     first = 1
-    condition = f" WHERE {where}" if where else ""
     for table, columns in shape:
         found = source(dialect, table, columns, first, as_json=as_json)
-        insert = insert_into(dialect, table, columns)
-        statements.append(f"{insert} SELECT * FROM {found.sql}{condition}")
+        statements.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {found.sql}")
         sources.append(found)
         first += found.params
     return statements, sources

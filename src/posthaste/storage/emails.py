@@ -31,7 +31,7 @@ from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import Dialect, among
+from posthaste.storage.dialects import Dialect, Forms, among
 from posthaste.storage.keyset import keyset_page
 from posthaste.storage.suppressions import Recipient
 from posthaste.storage.tables import (
@@ -214,14 +214,15 @@ async def store_rows(
     pieces before it (``storage.blobs``).
 
     ``unless_listed``: the group's (team, recipient) pairs, checked against the suppression
-    list by that same statement (one round trip for a lone send, not two): when any is
-    listed, nothing is stored and those listed are returned. With a blob large enough to be
-    written apart, the check is a query of its own first, so that nothing is written before
-    it."""
+    list first: when any is listed, nothing is stored and those listed are returned. On
+    SQLite the check runs in the writes' own hop to the connection's thread (SQLAlchemy's
+    ``execute`` is three hops). On PostgreSQL, and before a blob large enough to be written
+    apart, it is a query of its own: folded into the storing statement (a ``WITH`` part that
+    the inserts depend on) it cost PostgreSQL more planning than the round trip it saved
+    (bench/README.md, Accepting email)."""
     tables = rows.tables
-    if unless_listed and any(
-        blobs_repo.in_pieces(blobs_repo.size(b["data"])) for b in tables[blobs]
-    ):
+    large = any(blobs_repo.in_pieces(blobs_repo.size(b["data"])) for b in tables[blobs])
+    if unless_listed and (large or not tx.dialect.pick(_CHECKS_IN_HOP)):
         listed = await suppressions_repo.listed_among(tx, unless_listed)
         if listed:
             return listed
@@ -266,6 +267,9 @@ async def store_accepted(
     rows.jobs.extend(jobs_repo.job_row(j.kind, j.ref, j.team_id, j.due_at, now) for j in jobs)
     await store_rows(tx, rows)
 
+
+# Whether ``store_rows`` checks its ``unless_listed`` in the writes' hop (see there).
+_CHECKS_IN_HOP = Forms(postgresql=False, sqlite=True)
 
 # Parents first: each table's rows may refer to those of the tables before it.
 _ACCEPTED_TABLES = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)

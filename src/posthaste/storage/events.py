@@ -82,12 +82,12 @@ async def insert_event_rows(
 ) -> list[Recipient]:
     """``insert_events`` for events given as their rows (``event_row``, ``new_event_row``).
 
-    ``unless_listed`` ((team, address) pairs, with some event rows): nothing is written when
-    any of them is on its team's suppression list, and those that are are returned (the send
-    path's suppression check, made by the same statement); the wake-ups the transaction owes
-    are left for the caller to withdraw (``Tx.withdraw``)."""
+    ``unless_listed`` ((team, address) pairs; SQLite, with some event rows): nothing is
+    written when any of them is on its team's suppression list, and those that are are
+    returned (the send path's suppression check, in the writes' hop); the wake-ups the
+    transaction owes are left for the caller to withdraw (``Tx.withdraw``)."""
     if not rows:
-        assert not unless_listed, "the suppression check goes with the events' statement"
+        assert not unless_listed, "the suppression check goes with the events' writes"
         await bulk.insert_tables(tx, also)
         return []
     tx.notify(EVENTS_CHANNEL)
@@ -101,7 +101,9 @@ async def _insert_postgres(
     also: Sequence[bulk.TableRows],
     unless_listed: Sequence[Recipient],
 ) -> list[Recipient]:
-    return await webhook_fanout.insert_events_fanned_out(tx, rows, also, unless_listed)
+    assert not unless_listed, "on PostgreSQL the suppression check is a statement of its own"
+    await webhook_fanout.insert_events_fanned_out(tx, rows, also)
+    return []
 
 
 async def _insert_sqlite(

@@ -86,26 +86,9 @@ async def _listed_sqlite(tx: Tx, team_id: str, addresses: Sequence[str]) -> list
 
 _LISTED = Forms(postgresql=_listed_postgres, sqlite=_listed_sqlite)
 
-# The same check made by the statement that stores a group of emails (``emails.store_rows``
-# with ``unless_listed``): its writes happen only where none of the group's recipients is
-# listed, and it answers which are. One round trip for a lone send instead of two.
+# The same check made with the writes that store a group of emails (``emails.store_rows``
+# with ``unless_listed``): on SQLite in their hop to the connection's thread, first.
 Recipient = tuple[str, str]  # (team id, address in lookup form)
-
-
-def listed_part_pg(first: int) -> str:
-    """PostgreSQL: ``listed AS (…)``, a ``WITH`` part naming the (team, address) pairs given
-    as the arrays ``$first`` and ``$first + 1`` that are on their team's list (through its
-    unique index, as ``find_listed``)."""
-    return (
-        f"listed AS (SELECT s.team_id, s.email FROM unnest(${first}::varchar[], "
-        f"${first + 1}::varchar[]) AS c(team_id, email) JOIN suppressions s "
-        "ON s.team_id = c.team_id AND s.email = c.email)"
-    )
-
-
-def listed_params(recipients: Sequence[Recipient]) -> tuple[list[str], list[str]]:
-    """The parameters of ``listed_part_pg``."""
-    return [team for team, _ in recipients], [address for _, address in recipients]
 
 
 def listed_on(connection: sqlite3.Connection, recipients: Sequence[Recipient]) -> list[Recipient]:

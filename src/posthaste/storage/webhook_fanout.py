@@ -83,77 +83,46 @@ def _sqlite_endpoints_sql(teams: int) -> str:
 
 
 async def insert_events_fanned_out(
-    tx: Tx,
-    rows: Sequence[Mapping[str, Any]],
-    also: Sequence[bulk.TableRows] = (),
-    unless_listed: Sequence[Recipient] = (),
-) -> list[Recipient]:
+    tx: Tx, rows: Sequence[Mapping[str, Any]], also: Sequence[bulk.TableRows] = ()
+) -> None:
     """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
     one statement (the endpoints are read by the statement itself, in the same transaction),
     with ``also``'s rows of other tables (what the events record, as ``bulk.insert_tables``)
-    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip.
-
-    ``unless_listed``: the statement writes and wakes nothing when any of those recipients
-    is on their team's suppression list, and returns the ones that are."""
+    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip."""
     before = bulk.insert_parts(also)
     columns = tuple(rows[0])
     channels = tx.unsent()
     as_json = bulk.in_json([*before, (events, columns, rows)])
     sql, before_sources, stored = _events_fan_out_sql(
-        tx.conn.dialect,
-        bulk.shape_of(before),
-        columns,
-        len(channels),
-        as_json,
-        guarded=bool(unless_listed),
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json
     )
     params = (
         *bulk.insert_params(before, before_sources),
         *stored.encode(rows),
         *channels,
         CHANNEL,
-        *(suppressions_repo.listed_params(unless_listed) if unless_listed else ()),
     )
-    [(fanned, *_, listed)] = await tx.fetch_pg(sql, *params)
-    if listed:
-        return [(team_id, address) for team_id, address in listed]
+    [(fanned, *_)] = await tx.fetch_pg(sql, *params)
     for channel in channels:
         tx.notify(channel, sent=True)
     if fanned:
         tx.notify(CHANNEL, sent=True)
-    return []
 
 
 @functools.cache
 def _events_fan_out_sql(
-    dialect: Dialect,
-    before: bulk.Shape,
-    columns: tuple[str, ...],
-    channels: int,
-    as_json: bool,
-    *,
-    guarded: bool,
+    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int, as_json: bool
 ) -> tuple[str, list[bulk.Source], bulk.Source]:
-    where = "NOT EXISTS (SELECT FROM listed)" if guarded else ""
-    inserts, before_sources = bulk.inserts(dialect, before, as_json, where)
+    inserts, before_sources = bulk.inserts(dialect, before, as_json)
     first = 1 + sum(found.params for found in before_sources)
     stored = bulk.source(dialect, events, columns, first, as_json=as_json)
     first += stored.params
-    parts = [suppressions_repo.listed_part_pg(first + channels + 1)] if guarded else []
     earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
-    listed = f"{parts[0]}," if parts else ""
-    condition = f" WHERE {where}" if where else ""
-    notify = "".join(
-        f", CASE WHEN {where} THEN pg_notify(${first + n}, '') END"
-        if where
-        else f", pg_notify(${first + n}, '')"
-        for n in range(channels)
-    )
-    found = "ARRAY(SELECT ARRAY[team_id, email] FROM listed)" if guarded else "NULL"
+    notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
     sql = f"""
-        WITH {listed} {earlier} stored AS (
+        WITH {earlier} stored AS (
             {bulk.insert_into(dialect, events, columns)}
-            SELECT * FROM {stored.sql}{condition}
+            SELECT * FROM {stored.sql}
             RETURNING id, team_id, type, created_at
         ), fanned AS (
             INSERT INTO webhook_deliveries (webhook_id, event_id, team_id, status, attempts,
@@ -165,8 +134,7 @@ def _events_fan_out_sql(
             RETURNING 1
         )
         SELECT (SELECT count(*) FROM fanned){notify},
-            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END,
-            {found}
+            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
     """
     return sql, before_sources, stored
 
