@@ -94,7 +94,7 @@ async def insert_events_fanned_out(
     channels = tx.unsent()
     as_json = bulk.in_json([*before, (events, columns, rows)])
     sql, before_sources, stored = _events_fan_out_sql(
-        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json, len(rows) == 1
     )
     params = (
         *bulk.insert_params(before, before_sources),
@@ -111,11 +111,16 @@ async def insert_events_fanned_out(
 
 @functools.cache
 def _events_fan_out_sql(
-    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int, as_json: bool
+    dialect: Dialect,
+    before: bulk.Shape,
+    columns: tuple[str, ...],
+    channels: int,
+    as_json: bool,
+    one_event: bool,
 ) -> tuple[str, list[bulk.Source], bulk.Source]:
     inserts, before_sources = bulk.inserts(dialect, before, as_json)
     first = 1 + sum(found.params for found in before_sources)
-    stored = bulk.source(dialect, events, columns, first, as_json=as_json)
+    stored = bulk.source(dialect, events, columns, first, as_json=as_json, one_row=one_event)
     first += stored.params
     earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
     notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
