@@ -84,6 +84,23 @@ async def singles(services: Services, who: Principal, emails: int, url: str) -> 
     return _figures(rounds * clients, elapsed, spent)
 
 
+async def lone(services: Services, who: Principal, emails: int, url: str) -> dict[str, Any]:
+    bodies = payload.single_bodies()
+
+    async def send(n: int) -> None:
+        request = parse_send_request(orjson.loads(bodies[n % len(bodies)]), now_ms())
+        await services.sending.accept(who.sender, Origin.API, request)
+
+    for n in range(32):
+        await send(n)
+    async with cpu_seconds(url) as spent:
+        started = time.perf_counter()
+        for n in range(emails):
+            await send(n)
+        elapsed = time.perf_counter() - started
+    return _figures(emails, elapsed, spent)
+
+
 def _figures(emails: int, elapsed: float, spent: dict[str, float]) -> dict[str, Any]:
     per = 1e6 / emails
     return {
@@ -103,7 +120,13 @@ async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -
     settle_heap()  # as ``posthaste serve`` does once started: the collector as in production
     try:
         who = await principal_of(services, "batcher")
-        result = {"batch": await batches(services, who, args.emails, args.in_flight, database_url)}
+        result = {}
+        if args.emails:
+            result["batch"] = await batches(
+                services, who, args.emails, args.in_flight, database_url
+            )
+        if args.lone:
+            result["lone"] = await lone(services, who, args.lone, database_url)
         if args.singles:
             result["single"] = await singles(services, who, args.singles, database_url)
         return result
@@ -114,9 +137,10 @@ async def measure(args: argparse.Namespace, database_url: str, data_dir: Path) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
-    parser.add_argument("--emails", type=int, default=20_000)
+    parser.add_argument("--emails", type=int, default=20_000, help="batch emails (0: none)")
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--singles", type=int, default=0, help="single sends after (0: none)")
+    parser.add_argument("--lone", type=int, default=0, help="lone sends, one at a time (0: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir, prepared(args.backend, Path(workdir)) as backend:
         result = uvloop.run(measure(args, backend.server_database_url, backend.data_dir))

@@ -58,9 +58,11 @@ async def _jobs(services: Services) -> dict[str, tuple[Any, ...]]:
         return {row.ref: tuple(row)[1:] for row in await tx.conn.execute(query)}
 
 
+@pytest.mark.parametrize("alone", [False, True], ids=["together", "each-alone"])
 async def test_inserted_rows_read_back_as_executemany_stores_them(
-    services: Services, tenant: Tenant
+    services: Services, tenant: Tenant, alone: bool
 ) -> None:
+    """Together (``unnest``) or each in a write of its own (one row: ``VALUES``)."""
     team = tenant.team.id
     data = [
         {"a": [1, "é", None]},
@@ -73,7 +75,8 @@ async def test_inserted_rows_read_back_as_executemany_stores_them(
     ours = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
     theirs = [_event(team, d, email_id=None if i % 2 else new_id()) for i, d in enumerate(data)]
     async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, events, ours)
+        for write in [[row] for row in ours] if alone else [ours]:
+            await bulk.insert_rows(tx, events, write)
         await tx.conn.execute(events.insert(), theirs)
     stored = await _events(services)
     texts = await _data_texts(services)
@@ -162,6 +165,9 @@ async def test_a_value_the_column_refuses_fails_the_whole_write(
         async with services.db.transaction() as tx:
             await bulk.insert_rows(tx, events, [good, bad])
     assert good["id"] not in await _events(services)
+    with pytest.raises(Exception, match="too long"):  # one row alone: ``VALUES``
+        async with services.db.transaction() as tx:
+            await bulk.insert_rows(tx, events, [bad])
 
 
 def _team() -> dict[str, Any]:

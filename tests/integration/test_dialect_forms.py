@@ -73,6 +73,11 @@ async def _rows_inserted(db: Database, team: str) -> str:
     return str(row["ref"])
 
 
+async def _two_rows_inserted(db: Database, team: str) -> None:
+    async with db.transaction() as tx:
+        await bulk.insert_rows(tx, jobs, [job_row(team), job_row(team)])
+
+
 async def _rows_updated(db: Database, team: str) -> None:
     ref = await _rows_inserted(db, team)
     async with db.transaction() as tx:
@@ -114,7 +119,8 @@ OPERATIONS: dict[str, tuple[Operation, str]] = {
     "suppression check, autocommit": (_listed_in_autocommit, suppressions._LISTED_PG),
     "suppression check, transaction": (_listed_in_transaction, suppressions._LISTED_PG),
     "events with their rows and fan-out": (_events_with_their_rows, "), fanned AS ("),
-    "bulk insert": (_rows_inserted, "SELECT * FROM unnest($1::"),
+    "bulk insert": (_two_rows_inserted, "SELECT * FROM unnest($1::"),
+    "bulk insert, one row": (_rows_inserted, "SELECT * FROM (VALUES ($1::"),
     "bulk update": (_rows_updated, "UPDATE jobs SET attempts = v.attempts FROM unnest($1::"),
     "bulk delete": (_rows_deleted, "DELETE FROM jobs USING unnest($1::"),
     "webhook claim": (_deliveries_claimed, webhook_queue._CLAIM_PG),

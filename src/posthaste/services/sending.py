@@ -25,6 +25,7 @@ own (naming its contact), the sender's own when given, else ours naming the emai
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -180,14 +181,15 @@ class SendingService:
         self.senders = senders
         self.idempotency = idempotency
         self.links = links
-        # Two lanes, each grouping what waits for it: calls of one email, and the others.
-        self._lone: GroupCommit[_Call, list[Outcome]] = self._lane()
+        # Two lanes, each grouping what waits for it: calls of one email, and the others. The
+        # lone lane's groups have their suppression check made with their writes.
+        self._lone: GroupCommit[_Call, list[Outcome]] = self._lane(folding=True)
         self._lone_at = float("-inf")  # when the last lone call came (monotonic seconds)
-        self._group: GroupCommit[_Call, list[Outcome]] = self._lane()
+        self._group: GroupCommit[_Call, list[Outcome]] = self._lane(folding=False)
 
-    def _lane(self) -> GroupCommit[_Call, list[Outcome]]:
+    def _lane(self, *, folding: bool) -> GroupCommit[_Call, list[Outcome]]:
         return GroupCommit(
-            self._accept_group,
+            functools.partial(self._accept_group, folding=folding),
             weight=lambda call: len(call.items),
             max_weight=MAX_EMAILS_PER_TRANSACTION,
         )
@@ -259,16 +261,18 @@ class SendingService:
         calls = [_Call(sender, origin, [request]) for sender, request in items]
         return [outcome for [outcome] in await self._steps(tx, calls, now_ms())]
 
-    async def _accept_group(self, calls: list[_Call]) -> list[list[Outcome]]:
+    async def _accept_group(self, calls: list[_Call], *, folding: bool) -> list[list[Outcome]]:
         """Every call's items through the steps, stored in one unit of work. When storing the
         emails is the group's only write (no daily quota to count, no response to keep), that
         one statement commits by itself (``Database.autocommit``)."""
         writes_more = any(call.writes_besides_emails() for call in calls)
         unit = self.db.transaction() if writes_more else self.db.autocommit()
         async with unit as tx:
-            return await self._steps(tx, calls, now_ms())
+            return await self._steps(tx, calls, now_ms(), folding=folding)
 
-    async def _steps(self, tx: Tx, calls: list[_Call], now: int) -> list[list[Outcome]]:
+    async def _steps(
+        self, tx: Tx, calls: list[_Call], now: int, *, folding: bool = False
+    ) -> list[list[Outcome]]:
         items = [item for call in calls for item in _parsed(call)]
         streams: _Streams = {}
         checked = []
@@ -277,10 +281,12 @@ class SendingService:
                 await asyncio.sleep(0)
             checked.append(await self._checked(tx, item, now, streams))
         items = checked
-        items = await _unsuppressed(tx, items)
+        folded = folding and _suppression_check_folds(items)
+        if not folded:
+            items = await _unsuppressed(tx, items)
         items = await _not_unsubscribed(tx, items)
         items = await _within_quota(tx, items, now)
-        await _stored(tx, items, now)
+        await _stored(tx, items, now, check_suppressions=folded)
         self._count(items)
         return [[item.outcome() for item in group] for group in _by_call(items, calls)]
 
@@ -364,6 +370,19 @@ def _check_one_recipient(request: SendRequest, stream_id: str) -> None:
             "cc and bcc together), so that its unsubscribe link names only that person; send "
             "one email per recipient (POST /emails/batch takes 100)."
         )
+
+
+def _suppression_check_folds(items: list[_Item]) -> bool:
+    """Whether a group of the lone lane (``POST /emails``, relayed messages) may have its
+    suppression check (step 3) made with its writes (step 5, ``emails.store_rows``: on SQLite
+    in their hop to the connection's thread), when no step between them applies (no
+    broadcast stream, no daily quota). A listed recipient then has the group stored again
+    without its item: little for a few lone calls, a batch's worth for a batch, so batches
+    (and the groups callers make in their own transactions) keep the check of their own."""
+    return all(
+        not item.on_broadcast_stream and item.call.sender.team.daily_quota == 0
+        for item in _pending(items)
+    )
 
 
 async def _unsuppressed(tx: Tx, items: list[_Item]) -> list[_Item]:
@@ -472,12 +491,39 @@ def _quota_exceeded(quota: int, now: int) -> DailyQuotaExceeded:
     )
 
 
-async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
+async def _stored(tx: Tx, items: list[_Item], now: int, *, check_suppressions: bool) -> None:
     """Step 5: the passing items' emails with their first events and delivery jobs, and each
-    idempotent call's response, in the group's unit of work."""
+    idempotent call's response, in the group's unit of work. ``check_suppressions``: step 3
+    made with the writes, which store nothing when a recipient is listed; the items with one
+    stop as step 3 stops them, and the others are stored without them."""
     accepted = list(_pending(items))
-    if not accepted:
-        return
+    checked = _recipients_of(accepted) if check_suppressions else []
+    while accepted:
+        listed = await emails_repo.store_rows(tx, _accepted_rows(accepted, now), checked)
+        if not listed:
+            break
+        found = set(listed)
+        accepted = [
+            item for item in accepted if _stopped_if_among(item, found, _suppressed).pending
+        ]
+        checked = []  # the others' recipients were checked with them: none is listed
+    for item in accepted:
+        key = item.call.idempotency
+        if key is not None and item.email is not None:
+            body = orjson.dumps(email_record(item.email)).decode()
+            await IdempotencyService.record(tx, item.team_id, key, body)
+
+
+def _recipients_of(items: list[_Item]) -> list[tuple[str, str]]:
+    """(team, address) of the items' recipients, each once."""
+    pairs: dict[tuple[str, str], None] = {}
+    for item in items:
+        assert item.request is not None
+        pairs.update(((item.team_id, a), None) for a, _ in item.request.recipients())
+    return list(pairs)
+
+
+def _accepted_rows(accepted: list[_Item], now: int) -> emails_repo.AcceptedRows:
     rows = emails_repo.AcceptedRows(now)
     for item in accepted:
         email, request = item.email, item.request
@@ -491,12 +537,7 @@ async def _stored(tx: Tx, items: list[_Item], now: int) -> None:
             email_event_data(email),
             email.scheduled_at if email.scheduled_at is not None else now,
         )
-    await emails_repo.store_rows(tx, rows)
-    for item in accepted:
-        key = item.call.idempotency
-        if key is not None and item.email is not None:
-            body = orjson.dumps(email_record(item.email)).decode()
-            await IdempotencyService.record(tx, item.team_id, key, body)
+    return rows
 
 
 def _kept_raw(

@@ -51,8 +51,8 @@ async def store_blobs_with(tx: Tx, rows: Sequence[BlobRow], statement: Statement
 
 
 async def _store_postgres(tx: Tx, rows: Sequence[BlobRow], statement: Statement) -> None:
-    large = [row for row in rows if in_pieces(_size(row["data"]))]
-    left = [_joined(row) for row in rows if not in_pieces(_size(row["data"]))]
+    large = [row for row in rows if in_pieces(size(row["data"]))]
+    left = [_joined(row) for row in rows if not in_pieces(size(row["data"]))]
     if not large:
         await statement(left)
         return
@@ -105,7 +105,8 @@ def _pieces(data: bytes | Sequence[bytes]) -> Iterator[bytes]:
         yield bytes(piece)
 
 
-def _size(data: bytes | Sequence[bytes]) -> int:
+def size(data: bytes | Sequence[bytes]) -> int:
+    """A blob row's data size, in bytes or in parts."""
     return len(data) if isinstance(data, bytes) else sum(len(part) for part in data)
 
 
@@ -118,7 +119,7 @@ def _joined(row: BlobRow) -> BlobRow:
 
 
 async def _store_sqlite(tx: Tx, rows: Sequence[BlobRow], statement: Statement) -> None:
-    parted = [row for row in rows if _parted(row) and in_pieces(_size(row["data"]))]
+    parted = [row for row in rows if _parted(row) and in_pieces(size(row["data"]))]
     if parted:
         await tx.run_sqlite(lambda conn: _write_in_place(conn, parted))
     await statement([_joined(row) for row in rows if not any(row is p for p in parted)])
@@ -132,7 +133,7 @@ def _write_in_place(conn: sqlite3.Connection, rows: Sequence[BlobRow]) -> None:
     for row in rows:
         cursor = conn.execute(
             "INSERT INTO blobs (id, team_id, data, created_at) VALUES (?, ?, zeroblob(?), ?)",
-            (row["id"], row["team_id"], _size(row["data"]), row["created_at"]),
+            (row["id"], row["team_id"], size(row["data"]), row["created_at"]),
         )
         assert cursor.lastrowid is not None
         with conn.blobopen("blobs", "data", cursor.lastrowid) as blob:

@@ -47,7 +47,9 @@ from posthaste.storage.dialects import Forms
 Row = Mapping[str, Any]
 TableRows = tuple[Table, Sequence[Row]]
 Part = tuple[Table, tuple[str, ...], Sequence[Row]]  # one INSERT: a table, its columns, rows
-Shape = tuple[tuple[Table, tuple[str, ...]], ...]  # what an INSERT statement's text depends on
+# What an INSERT statement's text depends on: each part's table, columns and whether it is
+# one row (``source``).
+Shape = tuple[tuple[Table, tuple[str, ...], bool], ...]
 _Processor = Callable[[Any], Any] | None
 SqliteInsert = tuple[str, list[tuple[Any, ...]]]  # an INSERT and its rows' parameters
 
@@ -138,7 +140,7 @@ def in_json(parts: Sequence[Part]) -> bool:
 
 def shape_of(parts: Sequence[Part]) -> Shape:
     """What the statement text depends on (the cache key of the statements built here)."""
-    return tuple((table, columns) for table, columns, _ in parts)
+    return tuple((table, columns, len(group) == 1) for table, columns, group in parts)
 
 
 @functools.cache
@@ -149,8 +151,8 @@ def inserts(dialect: Dialect, shape: Shape, as_json: bool) -> tuple[list[str], l
     statements: list[str] = []
     sources: list[Source] = []
     first = 1
-    for table, columns in shape:
-        found = source(dialect, table, columns, first, as_json=as_json)
+    for table, columns, one in shape:
+        found = source(dialect, table, columns, first, as_json=as_json, one_row=one)
         statements.append(f"{insert_into(dialect, table, columns)} SELECT * FROM {found.sql}")
         sources.append(found)
         first += found.params
@@ -340,11 +342,23 @@ class Source(NamedTuple):
 
 @functools.cache
 def source(
-    dialect: Dialect, table: Table, columns: tuple[str, ...], first: int = 1, *, as_json: bool
+    dialect: Dialect,
+    table: Table,
+    columns: tuple[str, ...],
+    first: int = 1,
+    *,
+    as_json: bool,
+    one_row: bool = False,
 ) -> Source:
     """``table``'s ``columns`` of rows given as parameters from ``$first``: ``as_json``, one
     JSON text (``json_populate_recordset``), else, or with a binary column, which JSON would
-    carry as hex, one array per column (``unnest``)."""
+    carry as hex, one array per column (``unnest``); ``one_row`` (and not ``as_json``), one
+    parameter per column (``VALUES``): PostgreSQL plans it for less than an ``unnest``, and
+    asyncpg encodes a value for less than an array of one (a lone send's statement: every
+    table but its recipients has one row; bench/README.md, Accepting email)."""
+    if one_row and not as_json:
+        sql, processors = values_row(dialect, table, columns, first)
+        return Source(sql, len(columns), functools.partial(_one_row, columns, processors))
     types = [table.c[name].type for name in columns]
     if not as_json or any(isinstance(column_type, LargeBinary) for column_type in types):
         sql, processors = unnest(dialect, table, columns, first)
@@ -384,6 +398,24 @@ def unnest(
 ) -> tuple[str, list[_Processor]]:
     """``unnest($first::T1[], …) AS v(c1, …)`` over ``table``'s ``columns`` (also for
     statements of a caller's own), and the bind processors ``arrays`` needs."""
+    casts, processors = _casts(dialect, table, columns, first, "[]")
+    names = ", ".join(_quoted(dialect, name) for name in columns)
+    return f"unnest({', '.join(casts)}) AS v({names})", processors
+
+
+def values_row(
+    dialect: Dialect, table: Table, columns: Sequence[str], first: int = 1
+) -> tuple[str, list[_Processor]]:
+    """``(VALUES ($first::T1, …)) AS v(c1, …)``: one row of ``table``'s ``columns``, and the
+    bind processors ``_one_row`` needs."""
+    casts, processors = _casts(dialect, table, columns, first, "")
+    names = ", ".join(_quoted(dialect, name) for name in columns)
+    return f"(VALUES ({', '.join(casts)})) AS v({names})", processors
+
+
+def _casts(
+    dialect: Dialect, table: Table, columns: Sequence[str], first: int, suffix: str
+) -> tuple[list[str], list[_Processor]]:
     casts: list[str] = []
     processors: list[_Processor] = []
     for position, name in enumerate(columns, start=first):
@@ -391,10 +423,20 @@ def unnest(
         # Without the length (VARCHAR(40) -> VARCHAR): an explicit cast would cut a value that
         # is too long where the column's own assignment refuses it, as an INSERT must.
         base = re.sub(r"\(.*\)", "", column_type.compile(dialect=dialect))
-        casts.append(f"${position}::{base}[]")
+        casts.append(f"${position}::{base}{suffix}")
         processors.append(column_type._cached_bind_processor(dialect))
-    names = ", ".join(_quoted(dialect, name) for name in columns)
-    return f"unnest({', '.join(casts)}) AS v({names})", processors
+    return casts, processors
+
+
+def _one_row(
+    columns: Sequence[str], processors: Sequence[_Processor], rows: Sequence[Row]
+) -> tuple[Any, ...]:
+    """The parameters of ``values_row``: the one row's values, each bind-processed."""
+    [row] = rows
+    return tuple(
+        row[name] if process is None else process(row[name])
+        for name, process in zip(columns, processors, strict=True)
+    )
 
 
 def _join(dialect: Dialect, target: str, keys: Sequence[str]) -> str:

@@ -75,6 +75,11 @@ class Tx:
         if sent:
             self._sent.add(channel)
 
+    def withdraw(self, owed: set[str]) -> None:
+        """Owe only the wake-ups of ``owed`` (those owed before a write that then wrote
+        nothing, and sent none: ``emails.store_rows`` with a listed recipient)."""
+        self.channels &= owed
+
     async def fetch_pg(self, sql: str, *params: Any) -> list[Any]:
         """PostgreSQL: the rows of ``sql`` (asyncpg's ``$n`` parameters, asyncpg's records),
         on the asyncpg connection under ``conn``: ``driver`` in an autocommit unit; else the

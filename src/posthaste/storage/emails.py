@@ -29,9 +29,11 @@ from posthaste.storage import blobs as blobs_repo
 from posthaste.storage import bulk
 from posthaste.storage import events as events_repo
 from posthaste.storage import jobs as jobs_repo
+from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import Dialect, among
+from posthaste.storage.dialects import Dialect, Forms, among
 from posthaste.storage.keyset import keyset_page
+from posthaste.storage.suppressions import Recipient
 from posthaste.storage.tables import (
     attachments,
     blobs,
@@ -204,18 +206,39 @@ class AcceptedRows:
         )
 
 
-async def store_rows(tx: Tx, rows: AcceptedRows) -> None:
+async def store_rows(
+    tx: Tx, rows: AcceptedRows, unless_listed: Sequence[Recipient] = ()
+) -> list[Recipient]:
     """Store a group's accepted emails (``AcceptedRows``) with their first events and jobs: on
     PostgreSQL one statement (see ``events.insert_events``), with the large blobs written in
-    pieces before it (``storage.blobs``)."""
+    pieces before it (``storage.blobs``).
+
+    ``unless_listed``: the group's (team, recipient) pairs, checked against the suppression
+    list first: when any is listed, nothing is stored and those listed are returned. On
+    SQLite the check runs in the writes' own hop to the connection's thread (SQLAlchemy's
+    ``execute`` is three hops). On PostgreSQL, and before a blob large enough to be written
+    apart, it is a query of its own: folded into the storing statement (a ``WITH`` part that
+    the inserts depend on) it cost PostgreSQL more planning than the round trip it saved
+    (bench/README.md, Accepting email)."""
     tables = rows.tables
+    large = any(blobs_repo.in_pieces(blobs_repo.size(b["data"])) for b in tables[blobs])
+    if unless_listed and (large or not tx.dialect.pick(_CHECKS_IN_HOP)):
+        listed = await suppressions_repo.listed_among(tx, unless_listed)
+        if listed:
+            return listed
+        unless_listed = ()
+    owed = set(tx.channels)
     enqueued = jobs_repo.enqueued_rows(tx, rows.jobs)
+    found: list[Recipient] = []
 
     async def statement(blob_rows: list[dict[str, Any]]) -> None:
         also = [*{**tables, blobs: blob_rows}.items(), enqueued]
-        await events_repo.insert_event_rows(tx, rows.events, also)
+        found.extend(await events_repo.insert_event_rows(tx, rows.events, also, unless_listed))
 
     await blobs_repo.store_blobs_with(tx, tables[blobs], statement)
+    if found:
+        tx.withdraw(owed)  # nothing was stored: no wake-up is owed for it
+    return found
 
 
 async def store_accepted(
@@ -244,6 +267,9 @@ async def store_accepted(
     rows.jobs.extend(jobs_repo.job_row(j.kind, j.ref, j.team_id, j.due_at, now) for j in jobs)
     await store_rows(tx, rows)
 
+
+# Whether ``store_rows`` checks its ``unless_listed`` in the writes' hop (see there).
+_CHECKS_IN_HOP = Forms(postgresql=False, sqlite=True)
 
 # Parents first: each table's rows may refer to those of the tables before it.
 _ACCEPTED_TABLES = (emails, email_recipients, email_tags, email_subjects, blobs, attachments)

@@ -32,6 +32,7 @@ from posthaste.core.models import Event
 from posthaste.storage import bulk, webhook_fanout
 from posthaste.storage.database import EVENTS_CHANNEL, Tx
 from posthaste.storage.dialects import Forms
+from posthaste.storage.suppressions import Recipient
 from posthaste.storage.tables import events
 
 Position = tuple[int, str]
@@ -74,28 +75,47 @@ async def insert_events(
 
 
 async def insert_event_rows(
-    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows] = ()
-) -> None:
-    """``insert_events`` for events given as their rows (``event_row``, ``new_event_row``)."""
+    tx: Tx,
+    rows: Sequence[dict[str, Any]],
+    also: Sequence[bulk.TableRows] = (),
+    unless_listed: Sequence[Recipient] = (),
+) -> list[Recipient]:
+    """``insert_events`` for events given as their rows (``event_row``, ``new_event_row``).
+
+    ``unless_listed`` ((team, address) pairs; SQLite, with some event rows): nothing is
+    written when any of them is on its team's suppression list, and those that are are
+    returned (the send path's suppression check, in the writes' hop); the wake-ups the
+    transaction owes are left for the caller to withdraw (``Tx.withdraw``)."""
     if not rows:
+        assert not unless_listed, "the suppression check goes with the events' writes"
         await bulk.insert_tables(tx, also)
-        return
+        return []
     tx.notify(EVENTS_CHANNEL)
-    await tx.dialect.pick(_INSERT)(tx, rows, also)
+    listed: list[Recipient] = await tx.dialect.pick(_INSERT)(tx, rows, also, unless_listed)
+    return listed
 
 
 async def _insert_postgres(
-    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows]
-) -> None:
+    tx: Tx,
+    rows: Sequence[dict[str, Any]],
+    also: Sequence[bulk.TableRows],
+    unless_listed: Sequence[Recipient],
+) -> list[Recipient]:
+    assert not unless_listed, "on PostgreSQL the suppression check is a statement of its own"
     await webhook_fanout.insert_events_fanned_out(tx, rows, also)
+    return []
 
 
 async def _insert_sqlite(
-    tx: Tx, rows: Sequence[dict[str, Any]], also: Sequence[bulk.TableRows]
-) -> None:
+    tx: Tx,
+    rows: Sequence[dict[str, Any]],
+    also: Sequence[bulk.TableRows],
+    unless_listed: Sequence[Recipient],
+) -> list[Recipient]:
     parts = bulk.insert_parts([*also, (events, rows)])
     items = [Event(**row) for row in rows]
-    await webhook_fanout.insert_events_and_fan_out(tx, items, bulk.sqlite_inserts(tx, parts))
+    inserts = bulk.sqlite_inserts(tx, parts)
+    return await webhook_fanout.insert_events_and_fan_out(tx, items, inserts, unless_listed)
 
 
 _INSERT = Forms(postgresql=_insert_postgres, sqlite=_insert_sqlite)

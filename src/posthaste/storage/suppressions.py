@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, delete, select, tuple_
 
@@ -12,6 +12,9 @@ from posthaste.core.models import Suppression
 from posthaste.storage.database import Tx
 from posthaste.storage.dialects import Forms, insert_for
 from posthaste.storage.tables import suppressions
+
+if TYPE_CHECKING:
+    import sqlite3
 
 
 def _suppression(row: Any) -> Suppression:
@@ -82,6 +85,37 @@ async def _listed_sqlite(tx: Tx, team_id: str, addresses: Sequence[str]) -> list
 
 
 _LISTED = Forms(postgresql=_listed_postgres, sqlite=_listed_sqlite)
+
+# The same check made with the writes that store a group of emails (``emails.store_rows``
+# with ``unless_listed``): on SQLite in their hop to the connection's thread, first.
+Recipient = tuple[str, str]  # (team id, address in lookup form)
+
+
+def listed_on(connection: sqlite3.Connection, recipients: Sequence[Recipient]) -> list[Recipient]:
+    """SQLite, on the connection's thread (``Tx.run_sqlite``): which ``recipients`` are
+    listed, one query per team (``find_listed``'s)."""
+    found: list[Recipient] = []
+    for team_id, addresses in _by_team(recipients).items():
+        marks = ", ".join("?" for _ in addresses)
+        sql = f"SELECT email FROM suppressions WHERE team_id = ? AND email IN ({marks})"
+        found.extend((team_id, row[0]) for row in connection.execute(sql, [team_id, *addresses]))
+    return found
+
+
+async def listed_among(tx: Tx, recipients: Sequence[Recipient]) -> list[Recipient]:
+    """Which ``recipients`` are listed, by a query of their own (``find_listed`` per team)."""
+    return [
+        (team_id, address)
+        for team_id, addresses in _by_team(recipients).items()
+        for address in await find_listed(tx, team_id, addresses)
+    ]
+
+
+def _by_team(recipients: Sequence[Recipient]) -> dict[str, list[str]]:
+    by_team: dict[str, list[str]] = {}
+    for team_id, address in recipients:
+        by_team.setdefault(team_id, []).append(address)
+    return by_team
 
 
 async def list_page(

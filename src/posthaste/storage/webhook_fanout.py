@@ -20,7 +20,9 @@ from sqlalchemy.engine import Dialect
 from posthaste.core.models import Event
 from posthaste.core.webhooks import DeliveryStatus
 from posthaste.storage import bulk
+from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import WEBHOOKS_CHANNEL, Tx
+from posthaste.storage.suppressions import Recipient
 from posthaste.storage.tables import events, webhook_deliveries
 
 CHANNEL = WEBHOOKS_CHANNEL
@@ -28,15 +30,23 @@ PENDING = DeliveryStatus.PENDING.value
 
 
 async def insert_events_and_fan_out(
-    tx: Tx, items: Sequence[Event], inserts: Sequence[bulk.SqliteInsert]
-) -> None:
+    tx: Tx,
+    items: Sequence[Event],
+    inserts: Sequence[bulk.SqliteInsert],
+    unless_listed: Sequence[Recipient] = (),
+) -> list[Recipient]:
     """SQLite: run ``inserts`` (the events' rows and what they record, ``bulk.sqlite_inserts``)
     and read the endpoints of the events' teams in one hop to the connection's thread; then
     one delivery per enabled endpoint subscribed to each event's type, in a second hop only
-    where there are any. A team without webhooks costs one indexed lookup and nothing else."""
+    where there are any. A team without webhooks costs one indexed lookup and nothing else.
+
+    ``unless_listed``: in the same hop, first, which of those recipients are on their team's
+    suppression list; when any is, nothing is written and they are returned."""
     team_ids = sorted({event.team_id for event in items})
-    work = functools.partial(_insert_and_read_endpoints, inserts, team_ids)
-    subscribed = await tx.run_sqlite(work)
+    work = functools.partial(_insert_and_read_endpoints, inserts, team_ids, unless_listed)
+    listed, subscribed = await tx.run_sqlite(work)
+    if listed:
+        return listed
     rows = [
         _delivery_row(hook_id, event)
         for event in items
@@ -46,16 +56,24 @@ async def insert_events_and_fan_out(
     if rows:
         await bulk.insert_rows(tx, webhook_deliveries, rows)
         tx.notify(CHANNEL)
+    return []
 
 
 def _insert_and_read_endpoints(
-    inserts: Sequence[bulk.SqliteInsert], team_ids: Sequence[str], connection: sqlite3.Connection
-) -> list[tuple[str, str, list[str]]]:
-    """On the connection's thread: the inserts, then each enabled endpoint of ``team_ids``
-    as (id, team, event types)."""
+    inserts: Sequence[bulk.SqliteInsert],
+    team_ids: Sequence[str],
+    unless_listed: Sequence[Recipient],
+    connection: sqlite3.Connection,
+) -> tuple[list[Recipient], list[tuple[str, str, list[str]]]]:
+    """On the connection's thread: the listed recipients among ``unless_listed`` (and, if
+    any, nothing else); else the inserts, then each enabled endpoint of ``team_ids`` as (id,
+    team, event types)."""
+    listed = suppressions_repo.listed_on(connection, unless_listed) if unless_listed else []
+    if listed:
+        return listed, []
     bulk.run_sqlite_inserts(inserts, connection)
     cursor = connection.execute(_sqlite_endpoints_sql(len(team_ids)), team_ids)
-    return [(hook_id, team_id, orjson.loads(types)) for hook_id, team_id, types in cursor]
+    return [], [(hook_id, team_id, orjson.loads(types)) for hook_id, team_id, types in cursor]
 
 
 @functools.cache
@@ -76,7 +94,7 @@ async def insert_events_fanned_out(
     channels = tx.unsent()
     as_json = bulk.in_json([*before, (events, columns, rows)])
     sql, before_sources, stored = _events_fan_out_sql(
-        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json
+        tx.conn.dialect, bulk.shape_of(before), columns, len(channels), as_json, len(rows) == 1
     )
     params = (
         *bulk.insert_params(before, before_sources),
@@ -93,11 +111,16 @@ async def insert_events_fanned_out(
 
 @functools.cache
 def _events_fan_out_sql(
-    dialect: Dialect, before: bulk.Shape, columns: tuple[str, ...], channels: int, as_json: bool
+    dialect: Dialect,
+    before: bulk.Shape,
+    columns: tuple[str, ...],
+    channels: int,
+    as_json: bool,
+    one_event: bool,
 ) -> tuple[str, list[bulk.Source], bulk.Source]:
     inserts, before_sources = bulk.inserts(dialect, before, as_json)
     first = 1 + sum(found.params for found in before_sources)
-    stored = bulk.source(dialect, events, columns, first, as_json=as_json)
+    stored = bulk.source(dialect, events, columns, first, as_json=as_json, one_row=one_event)
     first += stored.params
     earlier = f"{bulk.with_parts(inserts)}," if inserts else ""
     notify = "".join(f", pg_notify(${first + n}, '')" for n in range(channels))
