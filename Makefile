@@ -28,9 +28,10 @@ run: $(STAMP)
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): each
 # test process would otherwise rewrite every test module's asserts (~7 s of CPU per worker) and
 # every `posthaste serve` or CLI process the e2e tests start would compile the package anew
-# (~0.5 s each). The caches go to __pycache__ (ignored by git).
+# (~0.5 s each). The caches go to __pycache__ (ignored by git). The 30 slowest tests are listed
+# at the end, so that a CI log says where the suite's time goes.
 test: $(STAMP) $(NODE_STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 -q --durations=30
 
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench
