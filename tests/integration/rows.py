@@ -30,3 +30,20 @@ def api_key_row(team_id: str) -> dict[str, Any]:
         "permission": "full_access",
         "created_at": 1,
     }
+
+
+def webhook_row(team_id: str, events: list[str]) -> dict[str, Any]:
+    """An enabled endpoint of the team subscribed to ``events`` (its secret opens nothing: for
+    tests of what the writes fan out, not of deliveries)."""
+    return {
+        "id": new_id(),
+        "team_id": team_id,
+        "endpoint": "https://hooks.example.com/in",
+        "events": events,
+        "enabled": True,
+        "secret": "sealed",
+        "previous_secret": None,
+        "previous_secret_until": None,
+        "created_at": 1,
+        "updated_at": 1,
+    }

@@ -32,7 +32,7 @@ from posthaste.storage.database import (
 )
 from posthaste.storage.tables import api_keys, events, jobs, webhook_deliveries, webhooks
 from tests.conftest import Tenant
-from tests.integration.rows import api_key_row
+from tests.integration.rows import api_key_row, webhook_row
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL)
 Unit = Callable[[Database], AbstractAsyncContextManager[Tx]]
@@ -52,21 +52,6 @@ def _enqueued(tx: Tx, team: str, size: str) -> bulk.TableRows:
     """``SIZES[size]`` jobs, to store with the events."""
     new_jobs = [NewJob(JobKind.DELIVER_EMAIL, new_id(), team, 5) for _ in range(SIZES[size])]
     return jobs_repo.enqueued(tx, new_jobs, 1)
-
-
-def _webhook(team_id: str, subscribed: list[str]) -> dict[str, Any]:
-    return {
-        "id": new_id(),
-        "team_id": team_id,
-        "endpoint": "https://hooks.example.com/in",
-        "events": subscribed,
-        "enabled": True,
-        "secret": "sealed",
-        "previous_secret": None,
-        "previous_secret_until": None,
-        "created_at": 1,
-        "updated_at": 1,
-    }
 
 
 def _listen(db: Database) -> dict[str, asyncio.Event]:
@@ -108,9 +93,9 @@ async def test_the_write_wakes_every_process_with_what_it_owes(
     services: Services, other: Services, tenant: Tenant, unit: str, size: str
 ) -> None:
     team = tenant.team.id
-    hooks = [_webhook(team, ["email.queued"]), _webhook(team, ["email.sent", "email.queued"])]
+    hooks = [webhook_row(team, ["email.queued"]), webhook_row(team, ["email.sent", "email.queued"])]
     async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, webhooks, [*hooks, _webhook(team, ["email.sent"])])
+        await bulk.insert_rows(tx, webhooks, [*hooks, webhook_row(team, ["email.sent"])])
     heard_here, heard_there = _listen(services.db), _listen(other.db)
     async with UNITS[unit](services.db) as tx:
         written = _written(team, size, "email.queued")
@@ -136,9 +121,9 @@ async def test_no_subscribed_endpoint_no_dispatcher_wake_up(
     services: Services, deaf: Services, tenant: Tenant, unit: str, size: str
 ) -> None:
     team = tenant.team.id
-    disabled = {**_webhook(team, ["email.sent"]), "enabled": False}
+    disabled = {**webhook_row(team, ["email.sent"]), "enabled": False}
     async with services.db.transaction() as tx:
-        await bulk.insert_rows(tx, webhooks, [_webhook(team, ["email.bounced"]), disabled])
+        await bulk.insert_rows(tx, webhooks, [webhook_row(team, ["email.bounced"]), disabled])
     heard = _listen(deaf.db)
     async with UNITS[unit](deaf.db) as tx:
         await events_repo.insert_events(tx, _written(team, size, "email.sent"))

@@ -40,6 +40,7 @@ from posthaste.storage.tables import (
 )
 from tests.conftest import Tenant, make_tenant
 from tests.helpers import email_body as body
+from tests.integration.rows import webhook_row
 
 REFUSAL = (
     "The recipient {} is on the suppression list; remove it from /suppressions to send to it again."
@@ -77,18 +78,7 @@ async def _suppress(services: Services, who: Principal, *addresses: str) -> None
 
 async def _subscribe(services: Services, team_id: str) -> None:
     """An endpoint for every queued email: a stored send fans out one delivery."""
-    row = {
-        "id": "0192f0c8-0000-7000-8000-000000000001",
-        "team_id": team_id,
-        "endpoint": "https://hooks.example.com/in",
-        "events": ["email.queued"],
-        "enabled": True,
-        "secret": "sealed",
-        "previous_secret": None,
-        "previous_secret_until": None,
-        "created_at": 1,
-        "updated_at": 1,
-    }
+    row = webhook_row(team_id, ["email.queued"])
     async with services.db.transaction() as tx:
         await bulk.insert_rows(tx, webhooks, [row])
 
