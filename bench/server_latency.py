@@ -7,7 +7,7 @@ sending, and before reading the answer. The server times every request itself
 (``posthaste_http_request_seconds``, from the request's arrival in the application to its
 answer; ``GET /metrics``, open to loopback peers): the difference of two scrapes, one when the
 measured window starts and one after its last answer, gives how many of the window's requests
-the server answered within each bucket's bound. Bucket bounds are coarse (10, 25, 50, 100 ms,
+the server answered within each bucket's bound. Bucket bounds are coarse (10, 20, 25, 50, 100 ms,
 ...), so what is reported is the share answered within each bound, and the smallest bound
 within which 99 % were.
 """

@@ -346,3 +346,41 @@ async def test_a_lone_email_is_stored_while_a_batch_group_is_still_being_checked
     assert [type(o).__name__ for o in outcomes] == ["Email", "Email"]
     counts = await row_counts(services)
     assert counts["emails"] == counts["jobs"] == 3
+
+
+async def test_a_second_batch_is_stored_while_the_first_is_still_being_checked(
+    services: Services, tenant: Tenant, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL two groups of batch items may be in flight at once
+    (``BATCH_GROUPS_IN_FLIGHT``): a batch arriving while another's group is being checked is
+    stored without waiting for it. Without it this batch would wait (a timeout here)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite has one writer: its batch lane runs one group at a time")
+    gated = _GatedContent(services.sending.content)
+    monkeypatch.setattr(services.sending, "content", gated)
+    who = await principal(services, tenant.test)
+    first = asyncio.create_task(accept_batch(services, who, [body(subject="gated"), body()]))
+    await asyncio.wait_for(gated.waiting.wait(), 30)  # the first group is in its checks
+    second = await asyncio.wait_for(accept_batch(services, who, [body(), body()]), 30)
+    assert [type(o).__name__ for o in second] == ["Email", "Email"] and not first.done()
+    gated.open.set()
+    assert [type(o).__name__ for o in await asyncio.wait_for(first, 30)] == ["Email", "Email"]
+    counts = await row_counts(services)
+    assert counts["emails"] == counts["jobs"] == 4
+
+
+async def test_concurrent_batches_of_one_team_fill_its_daily_quota_exactly(
+    services: Services,
+) -> None:
+    """Batches whose groups run at once count one team's quota in turn: exactly the quota is
+    accepted, every other item is refused with the quota's error, and nothing deadlocks."""
+    tenant = await make_tenant(services, daily_quota=25)
+    who = await principal(services, tenant.test)
+    batches = await asyncio.wait_for(
+        asyncio.gather(*(accept_batch(services, who, [body()] * 10) for _ in range(6))), 60
+    )
+    outcomes = [outcome for batch in batches for outcome in batch]
+    assert sum(isinstance(o, Email) for o in outcomes) == 25
+    assert sum(isinstance(o, DailyQuotaExceeded) for o in outcomes) == 35
+    counts = await row_counts(services)
+    assert counts["emails"] == counts["jobs"] == 25

@@ -79,3 +79,72 @@ async def test_a_caller_that_gives_up_does_not_break_the_others() -> None:
     assert await patient == 30
     assert impatient.cancelled()
     assert recorder.groups == [[1], [3]]
+
+
+async def settle() -> None:
+    """Let every task that can run take its steps (submit, then the drainer it started)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+class Held:
+    """A run that holds each group until told, recording how many run at once."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[int]] = []
+        self.running = 0
+        self.most_at_once = 0
+        self.releases: list[asyncio.Event] = []
+
+    async def run(self, items: list[int]) -> list[int]:
+        self.groups.append(items)
+        release = asyncio.Event()
+        self.releases.append(release)
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await release.wait()
+        finally:
+            self.running -= 1
+        return [item * 10 for item in items]
+
+
+async def test_with_two_runs_a_second_group_starts_while_the_first_is_in_flight() -> None:
+    held = Held()
+    group = GroupCommit(held.run, weight=lambda _: 1, max_weight=100, runs=2)
+    first = asyncio.create_task(group.submit(1))
+    await settle()
+    second = asyncio.create_task(group.submit(2))
+    await settle()
+    assert held.groups == [[1], [2]] and held.running == 2
+    # Both runs busy: what comes now waits, and shares the next group.
+    waiting = [asyncio.create_task(group.submit(n)) for n in (3, 4, 5)]
+    await settle()
+    assert held.groups == [[1], [2]]
+    held.releases[1].set()
+    assert await second == 20
+    await settle()
+    assert held.groups == [[1], [2], [3, 4, 5]]
+    held.releases[0].set()
+    held.releases[2].set()
+    assert await first == 10
+    assert await asyncio.gather(*waiting) == [30, 40, 50]
+    assert held.most_at_once == 2
+    await group.close()
+
+
+async def test_a_caller_after_every_run_finished_is_served() -> None:
+    # A drainer that found nothing left is done at once but forgotten only later: a caller in
+    # between must still get a run, for one run or two.
+    for runs in (1, 2):
+        recorder = Recorder()
+        recorder.release.set()
+        group = GroupCommit(recorder.run, weight=lambda _: 1, max_weight=100, runs=runs)
+        assert await group.submit(1) == 10
+        assert await asyncio.wait_for(group.submit(2), timeout=30) == 20
+        assert await asyncio.wait_for(group.submit(3), timeout=30) == 30
+
+
+def test_runs_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError):
+        GroupCommit(Recorder().run, weight=lambda _: 1, max_weight=1, runs=0)

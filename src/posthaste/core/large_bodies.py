@@ -152,11 +152,14 @@ def decode_base64(text: str) -> bytes:
     except binascii.Error:
         pass  # whitespace (refused in strict mode), or not base64: read without whitespace
     out = io.BytesIO()
-    carry = ""  # the characters of an unfinished quartet, or all from the padding on
+    carry = ""  # the last quartet (whole or not) so far, or all from its start on if padded
     for start in range(0, len(text), WINDOW):
         piece = carry + "".join(text[start : start + WINDOW].split())
         padding = piece.find("=")
-        cut = len(piece) - len(piece) % 4 if padding < 0 else padding - padding % 4
+        end = len(piece) if padding < 0 else padding
+        # The last quartet before the end stays, whole or not: padding after a whole one
+        # ("AAAA=", here or in a later window) is accepted with it and refused alone ("=").
+        cut = max(0, end - (end % 4 or 4))
         out.write(binascii.a2b_base64(piece[:cut], strict_mode=True))
         carry = piece[cut:]
     out.write(binascii.a2b_base64(carry, strict_mode=True))

@@ -6,6 +6,10 @@ Thirty-two clients each sending one email would otherwise pay for thirty-two tra
 the next one, so under load each transaction carries many callers' work and at rest a lone
 caller is served at once (no timer, no added latency). Every caller gets its own result; an
 error of the shared transaction (the database is down, say) reaches every caller in it.
+
+With ``runs`` above one, that many groups may be in flight at once, each taking what waits when
+it starts: while one group's statement runs in the database, the next one's checks and rows are
+built, and a database with several cores (PostgreSQL, one backend per connection) writes both.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ R = TypeVar("R")
 
 
 class GroupCommit(Generic[T, R]):
-    """Runs ``run(items)`` for whatever is waiting, at most ``max_weight`` per call."""
+    """Runs ``run(items)`` for whatever is waiting, at most ``max_weight`` per call and at most
+    ``runs`` calls at once."""
 
     def __init__(
         self,
@@ -29,18 +34,24 @@ class GroupCommit(Generic[T, R]):
         *,
         weight: Callable[[T], int],
         max_weight: int,
+        runs: int = 1,
     ) -> None:
+        if runs < 1:
+            raise ValueError("runs must be at least 1")
         self._run = run
         self._weight = weight
         self._max_weight = max_weight
+        self._runs = runs
         self._waiting: deque[tuple[T, asyncio.Future[R]]] = deque()
-        self._drainer: asyncio.Task[None] | None = None
+        self._drainers: set[asyncio.Task[None]] = set()
 
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._waiting.append((item, future))
-        if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.create_task(self._drain(), name="group-commit")
+        # A drainer whose loop found nothing left is done at once (its callbacks come later).
+        self._drainers = {drainer for drainer in self._drainers if not drainer.done()}
+        if len(self._drainers) < self._runs:
+            self._drainers.add(asyncio.create_task(self._drain(), name="group-commit"))
         return await future
 
     def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
@@ -69,7 +80,7 @@ class GroupCommit(Generic[T, R]):
                     future.set_result(result)
 
     async def close(self) -> None:
-        """Wait for the transaction in flight (if any) to finish."""
-        if self._drainer is not None:
+        """Wait for the transactions in flight (if any) to finish."""
+        for drainer in list(self._drainers):
             with contextlib.suppress(Exception):
-                await self._drainer
+                await drainer

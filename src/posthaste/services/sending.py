@@ -60,6 +60,7 @@ from posthaste.storage import limits as limits_repo
 from posthaste.storage import streams as streams_repo
 from posthaste.storage import suppressions as suppressions_repo
 from posthaste.storage.database import Database, Tx
+from posthaste.storage.dialects import Forms
 
 DAY_MS = 86_400_000
 MAX_EMAILS_PER_TRANSACTION = 1000
@@ -71,6 +72,12 @@ MAX_EMAILS_PER_TRANSACTION = 1000
 # paid only when someone is waiting for a lone send.
 YIELD_EVERY = 32
 LONE_RECENT_S = 1.0
+# Groups of the batch lane in flight at once: on PostgreSQL two, so that one group's statement
+# runs in its backend while the next group is checked and built in this process (one at a time,
+# a batch's storing statement ran on one PostgreSQL core with the other idle: bench/README.md,
+# "Two batch groups in flight"); SQLite has one writer. The lone lane keeps one: its groups are
+# as large as what waits, and a second run would halve them.
+BATCH_GROUPS_IN_FLIGHT = Forms(postgresql=2, sqlite=1)
 
 Parsed = SendRequest | PosthasteError  # a batch item as its entry point read it
 Outcome = Email | PosthasteError
@@ -183,15 +190,18 @@ class SendingService:
         self.links = links
         # Two lanes, each grouping what waits for it: calls of one email, and the others. The
         # lone lane's groups have their suppression check made with their writes.
-        self._lone: GroupCommit[_Call, list[Outcome]] = self._lane(folding=True)
+        self._lone: GroupCommit[_Call, list[Outcome]] = self._lane(folding=True, runs=1)
         self._lone_at = float("-inf")  # when the last lone call came (monotonic seconds)
-        self._group: GroupCommit[_Call, list[Outcome]] = self._lane(folding=False)
+        self._group: GroupCommit[_Call, list[Outcome]] = self._lane(
+            folding=False, runs=db.dialect.pick(BATCH_GROUPS_IN_FLIGHT)
+        )
 
-    def _lane(self, *, folding: bool) -> GroupCommit[_Call, list[Outcome]]:
+    def _lane(self, *, folding: bool, runs: int) -> GroupCommit[_Call, list[Outcome]]:
         return GroupCommit(
             functools.partial(self._accept_group, folding=folding),
             weight=lambda call: len(call.items),
             max_weight=MAX_EMAILS_PER_TRANSACTION,
+            runs=runs,
         )
 
     def _submit(self, call: _Call) -> Awaitable[list[Outcome]]:
