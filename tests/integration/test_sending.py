@@ -325,6 +325,13 @@ class _GatedContent:
             await self.open.wait()
         return await self.real.resolve(tx, sender, request)
 
+    @classmethod
+    def installed(cls, services: Services, monkeypatch: pytest.MonkeyPatch) -> _GatedContent:
+        """The gate, in place of ``services``' content resolver for the test."""
+        gated = cls(services.sending.content)
+        monkeypatch.setattr(services.sending, "content", gated)
+        return gated
+
 
 async def test_a_lone_email_is_stored_while_a_batch_group_is_still_being_checked(
     services: Services, tenant: Tenant, backend: str, monkeypatch: pytest.MonkeyPatch
@@ -334,8 +341,7 @@ async def test_a_lone_email_is_stored_while_a_batch_group_is_still_being_checked
     milliseconds. Without the lanes this send would wait for the batch (a timeout here)."""
     if backend == "sqlite":
         pytest.skip("SQLite's writers take turns: a group holds the write lock from its start")
-    gated = _GatedContent(services.sending.content)
-    monkeypatch.setattr(services.sending, "content", gated)
+    gated = _GatedContent.installed(services, monkeypatch)
     who = await principal(services, tenant.test)
     batch = asyncio.create_task(accept_batch(services, who, [body(subject="gated"), body()]))
     await asyncio.wait_for(gated.waiting.wait(), 30)  # the batch's group is in its checks
@@ -356,8 +362,7 @@ async def test_a_second_batch_is_stored_while_the_first_is_still_being_checked(
     stored without waiting for it. Without it this batch would wait (a timeout here)."""
     if backend == "sqlite":
         pytest.skip("SQLite has one writer: its batch lane runs one group at a time")
-    gated = _GatedContent(services.sending.content)
-    monkeypatch.setattr(services.sending, "content", gated)
+    gated = _GatedContent.installed(services, monkeypatch)
     who = await principal(services, tenant.test)
     first = asyncio.create_task(accept_batch(services, who, [body(subject="gated"), body()]))
     await asyncio.wait_for(gated.waiting.wait(), 30)  # the first group is in its checks
