@@ -134,15 +134,17 @@ async def test_with_two_runs_a_second_group_starts_while_the_first_is_in_flight(
 
 
 async def test_a_caller_after_every_run_finished_is_served() -> None:
-    # A drainer that found nothing left is done at once but forgotten only later: a caller in
-    # between must still get a run, for one run or two.
+    # A drainer whose loop found nothing left is done at once, but its done callbacks run only
+    # after the caller it answered has resumed: that caller's next submit, made in the same step
+    # (no task in between, hence asyncio.timeout and not wait_for), must still get a run.
     for runs in (1, 2):
         recorder = Recorder()
         recorder.release.set()
         group = GroupCommit(recorder.run, weight=lambda _: 1, max_weight=100, runs=runs)
-        assert await group.submit(1) == 10
-        assert await asyncio.wait_for(group.submit(2), timeout=30) == 20
-        assert await asyncio.wait_for(group.submit(3), timeout=30) == 30
+        async with asyncio.timeout(30):
+            assert await group.submit(1) == 10
+            assert await group.submit(2) == 20
+            assert await group.submit(3) == 30
 
 
 def test_runs_must_be_at_least_one() -> None:

@@ -48,10 +48,11 @@ class GroupCommit(Generic[T, R]):
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._waiting.append((item, future))
-        # A drainer whose loop found nothing left is done at once (its callbacks come later).
-        self._drainers = {drainer for drainer in self._drainers if not drainer.done()}
         if len(self._drainers) < self._runs:
-            self._drainers.add(asyncio.create_task(self._drain(), name="group-commit"))
+            drainer = asyncio.create_task(self._drain(), name="group-commit")
+            self._drainers.add(drainer)
+            # Forgotten when it ends (``_drain``), or if it is cancelled before it starts.
+            drainer.add_done_callback(self._drainers.discard)
         return await future
 
     def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
@@ -64,6 +65,14 @@ class GroupCommit(Generic[T, R]):
         return group
 
     async def _drain(self) -> None:
+        try:
+            await self._drain_waiting()
+        finally:
+            # At once, not in a done callback (those come later): a caller arriving after the
+            # loop found nothing left must start a drainer of its own.
+            self._drainers.discard(asyncio.current_task())
+
+    async def _drain_waiting(self) -> None:
         while self._waiting:
             group = [(item, future) for item, future in self._take() if not future.done()]
             if not group:
