@@ -94,6 +94,19 @@ class Layout:
         return [roles_label(roles) for roles in self.processes]
 
 
+def set_session_nice(pid: int, nice: int) -> None:
+    """Give the session that ``pid`` leads the priority ``nice``. Where Linux groups processes
+    by session for scheduling (autogroup: ``/proc/sys/kernel/sched_autogroup_enabled``, for
+    processes outside any CPU cgroup of their own), the CPU is shared between sessions first and
+    a process's nice weighs only against its own session's others; each child leads a session
+    of its own, so without this a worker's nice would change nothing and a ``nice posthaste
+    serve`` would not reach the children. Nothing to do elsewhere (no such file: no autogroup;
+    a cgroup of its own: the kernel ignores the value); a negative value needs privileges."""
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/autogroup", "w") as autogroup:
+            autogroup.write(str(nice))
+
+
 def machine_cores() -> int:
     """The cores this process may run on (its affinity, e.g. a container's cpuset)."""
     if hasattr(os, "sched_getaffinity"):
@@ -336,10 +349,12 @@ class Supervisor:
             env=self._child_environ(),
             start_new_session=True,
         )
-        if roles == WORKER:
-            with contextlib.suppress(ProcessLookupError):  # it died at once: ``_start`` says so
-                ours = os.getpriority(os.PRIO_PROCESS, 0)
-                os.setpriority(os.PRIO_PROCESS, process.pid, min(19, ours + WORKER_NICENESS))
+        with contextlib.suppress(ProcessLookupError):  # it died at once: ``_start`` says so
+            nice = os.getpriority(os.PRIO_PROCESS, 0)
+            if roles == WORKER:
+                nice = min(19, nice + WORKER_NICENESS)
+                os.setpriority(os.PRIO_PROCESS, process.pid, nice)
+            set_session_nice(process.pid, nice)
         return process
 
     def _smtp_ports_of(self, roles: Roles) -> list[int]:

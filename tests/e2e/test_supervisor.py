@@ -174,11 +174,27 @@ def all_delivered(client: httpx.Client, ids: list[str]) -> bool:
     return all(status == "email.delivered" for status in statuses)
 
 
+def session_nice(pid: int) -> int | None:
+    """The nice of the session ``pid`` leads where Linux schedules sessions as groups
+    (``/proc/PID/autogroup`` reads "/autogroup-N nice K"); None on a kernel without them."""
+    try:
+        text = Path(f"/proc/{pid}/autogroup").read_text()
+    except FileNotFoundError:
+        return None
+    return int(text.split(" nice ")[1])
+
+
 def priorities(serve: Serve) -> dict[str, int]:
-    return {
-        role: os.getpriority(os.PRIO_PROCESS, pid)
-        for pid, role in children(serve.process.pid).items()
-    }
+    """Each child's nice, checked to be its session's too: each leads a session of its own,
+    and where the kernel shares the CPU between sessions first, only the session's nice
+    weighs against the other processes."""
+    found = {}
+    for pid, role in children(serve.process.pid).items():
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+        assert os.getsid(pid) == pid, role
+        assert session_nice(pid) in (None, nice), (role, session_nice(pid), nice)
+        found[role] = nice
+    return found
 
 
 def test_children_restarted_when_killed_and_all_stopped_on_sigterm(serving: Serve) -> None:
