@@ -51,12 +51,13 @@ MAX_BACKOFF = 30.0
 STEADY_SECONDS = 60.0  # a child that ran this long before dying restarts at FIRST_BACKOFF
 STOP_SECONDS = SHUTDOWN_GRACE_SECONDS + 10  # a child's drain, then SIGKILL
 HTTP_BACKLOG = 2048
-# Delivery workers run at a lower CPU priority than the API and the relay (five above the
+# Delivery workers run at a lower CPU priority than the API and the relay (ten above the
 # supervisor's): when the cores are full (a backlog being delivered), a client's request is
 # served before the next batch is signed, and the workers take every cycle the front ends
-# leave. Nice 5 weighs a worker about a third of a front end in Linux's scheduler; it changes
-# nothing while a core is idle.
-WORKER_NICENESS = 5
+# leave. Nice 10 weighs a worker about a tenth of a front end in Linux's scheduler (5 and 19
+# measured beside it: bench/README.md, "Workers' priority"); it changes nothing while a core
+# is idle.
+WORKER_NICENESS = 10
 
 
 FRONT_CORES = 4  # below this many cores the API and the SMTP servers share one process
