@@ -58,6 +58,7 @@ HTTP_BACKLOG = 2048
 # measured beside it: bench/README.md, "Workers' priority"); it changes nothing while a core
 # is idle.
 WORKER_NICENESS = 10
+SESSION_NICE_TRIES = 20  # ``set_session_nice``: 0.11 s apart
 
 
 FRONT_CORES = 4  # below this many cores the API and the SMTP servers share one process
@@ -95,17 +96,31 @@ class Layout:
         return [roles_label(roles) for roles in self.processes]
 
 
-def set_session_nice(pid: int, nice: int) -> None:
-    """Give the session that ``pid`` leads the priority ``nice``. Where Linux groups processes
-    by session for scheduling (autogroup: ``/proc/sys/kernel/sched_autogroup_enabled``, for
-    processes outside any CPU cgroup of their own), the CPU is shared between sessions first and
-    a process's nice weighs only against its own session's others; each child leads a session
-    of its own, so without this a worker's nice would change nothing and a ``nice posthaste
-    serve`` would not reach the children. Nothing to do elsewhere (no such file: no autogroup;
-    a cgroup of its own: the kernel ignores the value); a negative value needs privileges."""
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/autogroup", "w") as autogroup:
-            autogroup.write(str(nice))
+def _write_session_nice(pid: int, nice: int) -> None:
+    with open(f"/proc/{pid}/autogroup", "w") as autogroup:  # a kernel's file: never blocks
+        autogroup.write(str(nice))
+
+
+async def set_session_nice(pid: int, nice: int) -> bool:
+    """Give the session that ``pid`` leads the priority ``nice``; whether it took. Where Linux
+    groups processes by session for scheduling (autogroup:
+    ``/proc/sys/kernel/sched_autogroup_enabled``, for processes outside any CPU cgroup of their
+    own), the CPU is shared between sessions first and a process's nice weighs only against
+    its own session's others; each child leads a session of its own, so without this a
+    worker's nice would change nothing and a ``nice posthaste serve`` would not reach the
+    children. Nothing to do elsewhere (no such file: no autogroup; a cgroup of its own: the
+    kernel ignores the value); a negative value needs privileges. Without CAP_SYS_ADMIN the
+    kernel takes one such change per tenth of a second on the whole machine (EAGAIN, then
+    tried again)."""
+    for _ in range(SESSION_NICE_TRIES):
+        try:
+            _write_session_nice(pid, nice)
+            return True
+        except BlockingIOError:
+            await asyncio.sleep(0.11)
+        except OSError:
+            return False
+    return False
 
 
 def machine_cores() -> int:
@@ -355,7 +370,8 @@ class Supervisor:
             if roles == WORKER:
                 nice = min(19, nice + WORKER_NICENESS)
                 os.setpriority(os.PRIO_PROCESS, process.pid, nice)
-            set_session_nice(process.pid, nice)
+        if not await set_session_nice(process.pid, nice):
+            log.debug("the %s process's session keeps its priority", roles_label(roles))
         return process
 
     def _smtp_ports_of(self, roles: Roles) -> list[int]:
