@@ -122,6 +122,9 @@ def test_endpoints_are_absolute_http_urls() -> None:
     assert parse_endpoint("https://Hooks.Example.com:8443/x?y=1").host == "hooks.example.com"
     assert str(parse_endpoint("http://[fd00:ec2::254]/").address) == "fd00:ec2::254"
     assert parse_endpoint("http://bücher.example/").host == "xn--bcher-kva.example"
+    assert str(parse_endpoint("http://1572395042/").address) == "93.184.216.34"
+    assert str(parse_endpoint("http://0x5d.0270.55330/").address) == "93.184.216.34"
+    assert parse_endpoint("http://256.1.1.1/").address is None
     for bad in ("ftp://a.example/", "https:///x", "a.example/x", "http://a.example:0/", 3, ""):
         with pytest.raises(ValueError, match="endpoint"):
             parse_endpoint(bad)
@@ -138,6 +141,15 @@ def test_endpoints_are_absolute_http_urls() -> None:
         ("https://localhost.example.com/", None),  # an ordinary name: its addresses decide
         ("https://notlocalhost/", None),
         ("https://93.184.216.34/", None),
+        # A host written as numbers is an address to every client (WHATWG URL, inet_aton).
+        ("http://0/", "0 is a private address"),
+        ("http://127.1/", "127.1 is a loopback address"),
+        ("http://0x7f.0.0.1/", "0x7f.0.0.1 is a loopback address"),
+        ("http://2130706433/", "2130706433 is a loopback address"),
+        ("http://0251.0376.169.254/", "0251.0376.169.254 is a cloud metadata address"),
+        ("http://1572395042/", None),  # 93.184.216.34
+        ("http://1.2.3.4.5/", None),  # not an address: a name, decided by its addresses
+        ("http://09.example/", None),
     ],
 )
 def test_what_is_refused_before_any_lookup(url: str, refusal: str | None) -> None:

@@ -10,6 +10,7 @@ says (RFC 6761 §6.3): refused without asking.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -92,8 +93,39 @@ def parse_endpoint(value: object) -> Endpoint:
     try:
         address: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
-        address = None
+        address = _ipv4_shorthand(host)
     return Endpoint(url, host, address)
+
+
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
+
+
+def _ipv4_shorthand(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a host written as numbers stands for (``0``, ``127.1``, ``0x7f.1``,
+    ``2130706433``), as the WHATWG URL standard and ``inet_aton`` read it; None for a name.
+
+    Browsers, curl and the system resolver take such a host for an address without asking DNS,
+    so it is checked as the address it is. One that is not a valid address (``1.2.3.4.5``,
+    ``09``) stays a name: its lookup's answers are checked like any name's.
+    """
+    numbers = [_ipv4_number(label) for label in host.split(".")]
+    if len(numbers) > 4 or None in numbers:
+        return None
+    *leading, last = [n for n in numbers if n is not None]
+    if any(n > 255 for n in leading) or last >= 256 ** (4 - len(leading)):
+        return None
+    return ipaddress.IPv4Address(last + sum(n << 8 * (3 - i) for i, n in enumerate(leading)))
+
+
+def _ipv4_number(label: str) -> int | None:
+    """A label of a numeric host: decimal, hexadecimal after ``0x``, octal after a ``0``."""
+    if _NUMBER.fullmatch(label) is None:
+        return None
+    if label[:2].lower() == "0x":
+        return int(label[2:] or "0", 16)
+    if len(label) > 1 and label.startswith("0"):
+        return int(label, 8) if set(label) <= set("01234567") else None
+    return int(label)
 
 
 def _host(hostname: str, url: str) -> str:
