@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import select
@@ -45,3 +46,13 @@ async def events_of(tx: Tx, team_id: str, event_type: str) -> list[dict[str, Any
         .order_by(tables.events.c.created_at, tables.events.c.id)
     )
     return [row.data for row in await tx.conn.execute(query)]
+
+
+def session_nice(pid: int) -> int | None:
+    """The nice of the session ``pid`` leads where Linux schedules sessions as groups
+    (``/proc/PID/autogroup`` reads "/autogroup-N nice K"); None on a kernel without them."""
+    try:
+        text = Path(f"/proc/{pid}/autogroup").read_text()
+    except FileNotFoundError:
+        return None
+    return int(text.split(" nice ")[1])

@@ -365,10 +365,10 @@ class Supervisor:
             env=self._child_environ(),
             start_new_session=True,
         )
-        with contextlib.suppress(ProcessLookupError):  # it died at once: ``_start`` says so
-            nice = os.getpriority(os.PRIO_PROCESS, 0)
-            if roles == WORKER:
-                nice = min(19, nice + WORKER_NICENESS)
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+        if roles == WORKER:
+            nice = min(19, nice + WORKER_NICENESS)
+            with contextlib.suppress(ProcessLookupError):  # it died at once: ``_start`` says so
                 os.setpriority(os.PRIO_PROCESS, process.pid, nice)
         if not await set_session_nice(process.pid, nice):
             log.debug("the %s process's session keeps its priority", roles_label(roles))

@@ -30,7 +30,7 @@ from posthaste.smtp.tls import CERT_FILENAME
 from posthaste.supervisor import WORKER_NICENESS
 from tests.conftest import PG_ADMIN_DSN, SECRET, _pg_admin
 from tests.e2e.conftest import _bootstrap_keys
-from tests.helpers import until
+from tests.helpers import session_nice, until
 from tests.ports import free_port
 
 SIMULATED = "delivered@simulator.test"
@@ -172,16 +172,6 @@ def send(client: httpx.Client, n: int) -> str:
 def all_delivered(client: httpx.Client, ids: list[str]) -> bool:
     statuses = [client.get(f"/emails/{i}").json()["last_event"] for i in ids]
     return all(status == "email.delivered" for status in statuses)
-
-
-def session_nice(pid: int) -> int | None:
-    """The nice of the session ``pid`` leads where Linux schedules sessions as groups
-    (``/proc/PID/autogroup`` reads "/autogroup-N nice K"); None on a kernel without them."""
-    try:
-        text = Path(f"/proc/{pid}/autogroup").read_text()
-    except FileNotFoundError:
-        return None
-    return int(text.split(" nice ")[1])
 
 
 def priorities(serve: Serve) -> dict[str, int]:

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(
 SCRIPT = """
 import asyncio, json, os, subprocess
 from posthaste.supervisor import set_session_nice
+from tests.helpers import session_nice
 
 if os.geteuid() == 0:
     os.setgroups([])
@@ -40,9 +41,8 @@ async def main():
     children = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(3)]
     try:
         took = [await set_session_nice(c.pid, 7 + n) for n, c in enumerate(children)]
-        read = [open(f"/proc/{c.pid}/autogroup").read().split(" nice ")[1].strip()
-                for c in children]
-        print(json.dumps({"uid": os.geteuid(), "took": took, "read": [int(r) for r in read]}))
+        read = [session_nice(c.pid) for c in children]
+        print(json.dumps({"uid": os.geteuid(), "took": took, "read": read}))
     finally:
         for child in children:
             child.kill()
@@ -53,7 +53,7 @@ asyncio.run(main())
 
 
 def test_each_childs_session_gets_its_nice_as_an_ordinary_user() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         env=env,
