@@ -32,7 +32,7 @@ import uvloop
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench import load, payload, sink
+from bench import load, payload, server_latency, sink
 from bench.purge import figures, run_each, sqlalchemy_url
 from bench.serve import Run, Serve, _api, serving, set_up, watched
 from bench.stats import Recorder
@@ -127,7 +127,10 @@ async def measure(
             paced = asyncio.create_task(
                 load.open_loop(target, args.rate, (start, math.inf), stop=stop)
             )
-            await asyncio.sleep(args.warmup + args.before)
+            await asyncio.sleep(args.warmup)
+            scrapes = [await server_latency.scrape(serve.url, "/emails")]
+            await asyncio.sleep(args.before)
+            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
             began = time.perf_counter()
             created = await _api(
                 run, "POST", "/broadcasts",
@@ -137,12 +140,15 @@ async def measure(
                 },
             )  # fmt: skip
             expanded, record = await sent_at(run, created["id"])
+            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
             delivered = await sink.until_counted(
                 sink_port, run.expected + record["sent"] + accepted, run.log_tail
             )
+            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
             await asyncio.sleep(args.after)
             stop.set()
             outcome = await paced
+            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
         run.expected += record["sent"] + accepted
         await run.drained()
     marks = [
@@ -165,6 +171,12 @@ async def measure(
         "rss_growth_mib": round(usage.peak_rss_mib - rest_mib, 1),
         "rate": args.rate,
         "paced": phases(outcome.recorder, marks),
+        # The server's own clock (``bench/server_latency.py``), by the same phases (each
+        # window's scrapes are taken at its marks, so a request in flight may fall next door).
+        "server": {
+            label: server_latency.summary(first, last)
+            for (label, _, _), first, last in zip(marks, scrapes[:-1], scrapes[1:], strict=True)
+        },
         "paced_failed": sum(outcome.recorder.errors.values()),
         **usage.as_dict(),
     }
@@ -192,6 +204,13 @@ def table(name: str, result: dict[str, Any]) -> str:
         lines.append(
             f"| {label} | {f['requests']:,} | {f['p50_ms']} ms | {f['p99_ms']} ms"
             f" | {f['max_ms']} ms |"
+        )
+    lines.append("")
+    for label, f in result["server"].items():
+        lines.append(
+            f"The server's own clock, {label}: {f['p99_within_ms']} ms holds 99 %"
+            f" ({f['requests']:,} requests; within 20 ms: {f['within_ms'].get('20')},"
+            f" within 50 ms: {f['within_ms'].get('50')})."
         )
     lines += ["", f"CPU: {result['cpu_pct']}"]
     return "\n".join(lines)
