@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import event
 from sqlalchemy.util import await_only
@@ -22,6 +23,7 @@ from posthaste.storage import events as events_repo
 from posthaste.storage.database import Database, Tx
 from posthaste.storage.tables import jobs
 from tests.conftest import Tenant
+from tests.helpers import email_body
 from tests.integration.rows import job_row
 
 Operation = Callable[[Database, str], Awaitable[Any]]
@@ -160,3 +162,31 @@ async def test_postgresql_plans_each_statement_for_its_values(
     async with services.db.transaction() as tx:
         mode = (await tx.conn.exec_driver_sql("SHOW plan_cache_mode")).scalar_one()
     assert mode == "force_custom_plan"
+
+
+PREPARED = "SELECT statement, generic_plans FROM pg_prepared_statements"
+
+
+async def test_the_storing_statement_alone_runs_on_generic_plans(
+    client: httpx.AsyncClient, tenant: Tenant, services: Services, backend: str
+) -> None:
+    """The autocommit unit's second connection stores the lone sends' groups on a generic plan
+    (made once, kept: the statement inserts whatever the values), while its lookups
+    (suppressions, unsubscribes, domains...) keep being planned for their values."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's plan cache; SQLite plans every statement anyway")
+    for n in range(8):  # one at a time: each its own group, the statement run eight times
+        sent = await client.post(
+            "/emails", json=email_body(subject=f"n{n}"), headers=tenant.headers()
+        )
+        assert sent.status_code == 200, sent.text
+    async with services.db.autocommit() as tx:
+        kept: Tx = tx
+    assert kept.driver is not None and kept.generic is not None
+    stored = await kept.generic.fetch(PREPARED)
+    assert any("INSERT INTO events" in s and generic > 0 for s, generic in stored), stored
+    # (A statement without parameters has one plan: only those with some can be custom.)
+    looked_up = [(s, generic) for s, generic in await kept.driver.fetch(PREPARED) if "$1" in s]
+    assert looked_up and all(generic == 0 for _, generic in looked_up), looked_up
+    assert await kept.generic.fetchval("SHOW plan_cache_mode") == "auto"
+    assert await kept.driver.fetchval("SHOW plan_cache_mode") == "force_custom_plan"

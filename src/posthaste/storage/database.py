@@ -56,14 +56,21 @@ class Tx:
     is written differently on SQLite and PostgreSQL. ``driver`` is set in an ``autocommit()``
     unit on PostgreSQL: the asyncpg connection under ``conn``, for the send path's statements
     that run for every group (SQLAlchemy's own work per statement, ~50-100 µs, is more than
-    they cost to build); each commits by itself."""
+    they cost to build); each commits by itself. ``generic``, beside it in that unit: a second
+    autocommit connection on generic plans, for the one statement that stores a group
+    (``fetch_pg(..., generic=True)``; see ``Database.autocommit``)."""
 
     def __init__(
-        self, conn: AsyncConnection, dialect: Dialect, driver: asyncpg.Connection | None = None
+        self,
+        conn: AsyncConnection,
+        dialect: Dialect,
+        driver: asyncpg.Connection | None = None,
+        generic: asyncpg.Connection | None = None,
     ) -> None:
         self.conn = conn
         self.dialect = dialect
         self.driver = driver
+        self.generic = generic
         self.channels: set[str] = set()
         self._sent: set[str] = set()
         self._adapted: Any = None  # SQLAlchemy's asyncpg adapter under ``conn`` (``_began``)
@@ -80,15 +87,19 @@ class Tx:
         nothing, and sent none: ``emails.store_rows`` with a listed recipient)."""
         self.channels &= owed
 
-    async def fetch_pg(self, sql: str, *params: Any) -> list[Any]:
+    async def fetch_pg(self, sql: str, *params: Any, generic: bool = False) -> list[Any]:
         """PostgreSQL: the rows of ``sql`` (asyncpg's ``$n`` parameters, asyncpg's records),
-        on the asyncpg connection under ``conn``: ``driver`` in an autocommit unit; else the
-        same connection with the unit's transaction begun first, as SQLAlchemy begins it.
+        on the asyncpg connection under ``conn``: ``driver`` in an autocommit unit (``generic``
+        there: on the unit's connection on generic plans, for a statement whose plan does not
+        depend on its values); else the same connection with the unit's transaction begun
+        first, as SQLAlchemy begins it.
 
         Not through SQLAlchemy's ``exec_driver_sql``: its execution context, cursor and result
         cost ~120 µs of CPU per statement against asyncpg's own ~30 µs (bench/README.md,
         Delivery, 2026-11-28), and the delivery worker runs a dozen statements per lone email.
         Errors come back as SQLAlchemy raises them (``DBAPIError`` and its subclasses)."""
+        if generic and self.generic is not None:
+            return list(await self.generic.fetch(sql, *params))
         if self.driver is not None:
             return list(await self.driver.fetch(sql, *params))
         adapted = await self._began()
@@ -197,6 +208,7 @@ class Database:
         autocommit: Forms[Unit] = Forms(postgresql=self._kept_unit, sqlite=self._begun_unit)
         self._autocommit = dialect.pick(autocommit)
         self._held: tuple[AsyncConnection, asyncpg.Connection] | None = None
+        self._held_generic: tuple[AsyncConnection, asyncpg.Connection] | None = None
         self._held_lock = asyncio.Lock()
         self._listeners: dict[str, list[Listener]] = defaultdict(list)
         self._listen_conn: Listening | None = None
@@ -244,7 +256,14 @@ class Database:
         a group of one. An autocommit connection holds no transaction between units. One lost
         during a unit (closed, invalidated, cancelled mid-statement) is closed and the unit's
         error is a 503; one found closed is replaced before use. A unit that finds the kept
-        connection in use takes one from the pool as before."""
+        connection in use takes one from the pool as before.
+
+        Beside it a second kept connection, on generic plans (``plan_cache_mode = auto``), runs
+        the one statement that stores a group (``Tx.fetch_pg(..., generic=True)``): its rows are
+        inserted whatever the values, so planning it again at every send (0.3-0.4 ms, every
+        session forcing custom plans: ``dialects._SESSION_SETTINGS``) bought nothing; the unit's
+        lookups stay on custom plans. Each statement commits by itself, so which of the two runs
+        it changes nothing else. Either lost, both are dropped."""
         return self._autocommit()
 
     @contextlib.asynccontextmanager
@@ -263,7 +282,7 @@ class Database:
                 yield tx
                 await self.dialect.send_notifications(tx)
             except BaseException as exc:
-                lost = tx.conn.invalidated or _gone(tx.driver)
+                lost = tx.conn.invalidated or _gone(tx.driver) or _gone(tx.generic)  # both kept
                 if lost or not isinstance(exc, Exception):
                     await self._drop_held()
                 else:
@@ -275,19 +294,30 @@ class Database:
         self._fire_all(tx)
 
     async def _held_tx(self) -> Tx:
-        if self._held is not None and _gone(self._held[1]):  # lost since the last unit
+        if (self._held is not None and _gone(self._held[1])) or (
+            self._held_generic is not None and _gone(self._held_generic[1])
+        ):  # lost since the last unit
             await self._drop_held()
         if self._held is None:
-            conn = await self.engine.connect()
-            try:
-                tx = await self._autocommit_tx(conn)
-            except BaseException:
-                await conn.close()
-                raise
+            self._held = await self._kept_connection(generic=False)
+        if self._held_generic is None:
+            self._held_generic = await self._kept_connection(generic=True)
+        (conn, driver), (_, generic) = self._held, self._held_generic
+        return Tx(conn, self.dialect, driver, generic)
+
+    async def _kept_connection(
+        self, *, generic: bool
+    ) -> tuple[AsyncConnection, asyncpg.Connection]:
+        conn = await self.engine.connect()
+        try:
+            tx = await self._autocommit_tx(conn)
             assert tx.driver is not None
-            self._held = (conn, tx.driver)
-        conn, driver = self._held
-        return Tx(conn, self.dialect, driver)
+            if generic:  # dropped by invalidating it: the setting never goes back to the pool
+                await tx.driver.execute("SET plan_cache_mode = auto")
+        except BaseException:
+            await conn.close()
+            raise
+        return conn, tx.driver
 
     async def _autocommit_tx(self, conn: AsyncConnection) -> Tx:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -304,8 +334,11 @@ class Database:
                 await self._drop_held()
 
     async def _drop_held(self) -> None:
-        held, self._held = self._held, None
-        if held is not None:
+        kept = (self._held, self._held_generic)
+        self._held = self._held_generic = None
+        for held in kept:
+            if held is None:
+                continue
             with contextlib.suppress(Exception):
                 await held[0].invalidate()
             with contextlib.suppress(Exception):

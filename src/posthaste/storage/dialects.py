@@ -61,7 +61,8 @@ _MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on P
 # a queue drained empty) stays a sequential scan as the table grows, until an ANALYZE happens to
 # invalidate it. Measured on the delivery path (bench/README.md, issue #18): the recipients'
 # lookups by ``email_id = ANY(...)`` went from 18-34 ms a batch on a cached sequential scan to an
-# index scan, for a fraction of a millisecond of planning each.
+# index scan, for a fraction of a millisecond of planning each. (The statement that stores a
+# group runs on generic plans all the same, on a connection of its own: ``Database.autocommit``.)
 _SESSION_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
 

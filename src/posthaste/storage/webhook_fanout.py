@@ -102,7 +102,8 @@ async def insert_events_fanned_out(
         *channels,
         CHANNEL,
     )
-    [(fanned, *_)] = await tx.fetch_pg(sql, *params)
+    # Inserts, and the team's endpoints read by team: the same plan whatever the values.
+    [(fanned, *_)] = await tx.fetch_pg(sql, *params, generic=True)
     for channel in channels:
         tx.notify(channel, sent=True)
     if fanned:
