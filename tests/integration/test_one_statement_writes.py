@@ -207,3 +207,35 @@ async def test_a_connection_lost_during_a_unit_is_a_503_and_replaced(
             await suppressions_repo.find_listed(tx, tenant.team.id, ["a@example.com"])
     async with db.autocommit() as tx:
         assert await _backend(tx) != lost
+
+
+async def _generic_backend(tx: Tx) -> int:
+    assert tx.generic is not None
+    return int(await tx.generic.fetchval("SELECT pg_backend_pid()"))
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_the_storing_connection_lost_is_replaced_with_its_partner(
+    services: Services, tenant: Tenant
+) -> None:
+    """The kept connection on generic plans (the one the storing statement runs on): lost
+    between units, both kept connections are replaced; lost under the storing statement, the
+    unit is a 503, nothing is stored, and the next unit has new ones."""
+    db = services.db
+    async with db.autocommit() as tx:
+        lost, partner = await _generic_backend(tx), await _backend(tx)
+    await _terminate(db, lost)
+    async with db.autocommit() as tx:
+        assert await _generic_backend(tx) != lost and await _backend(tx) != partner
+        event = Event(new_id(), tenant.team.id, "email.sent", None, 1, {})
+        await events_repo.insert_events(tx, [event])
+    assert await _count(services, events, tenant.team.id) == 1
+    with pytest.raises(ServiceUnavailable):
+        async with db.autocommit() as tx:
+            lost = await _generic_backend(tx)
+            await _terminate(db, lost)
+            event = Event(new_id(), tenant.team.id, "email.sent", None, 1, {})
+            await events_repo.insert_events(tx, [event])
+    async with db.autocommit() as tx:
+        assert await _generic_backend(tx) != lost
+    assert await _count(services, events, tenant.team.id) == 1
