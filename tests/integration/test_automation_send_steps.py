@@ -104,10 +104,10 @@ def email_inserts(services: Services) -> Iterator[list[str]]:
         if INSERTS_EMAILS.search(sql):
             seen.append(sql)
 
-    async def fetched(tx: Tx, sql: str, *params: Any) -> list[Any]:
+    async def fetched(tx: Tx, sql: str, *params: Any, generic: bool = False) -> list[Any]:
         if INSERTS_EMAILS.search(sql):
             seen.append(sql)
-        return await fetch_pg(tx, sql, *params)
+        return await fetch_pg(tx, sql, *params, generic=generic)
 
     def sqlite_inserts(statements: Sequence[bulk.SqliteInsert], connection: Any) -> None:
         seen.extend(sql for sql, _ in statements if INSERTS_EMAILS.search(sql))

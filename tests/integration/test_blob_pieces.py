@@ -104,9 +104,9 @@ async def test_small_blobs_cost_no_statement_more(
     sent: list[str] = []
     fetch_pg = Tx.fetch_pg
 
-    async def counted(self: Tx, sql: str, *params: Any) -> list[Any]:
+    async def counted(self: Tx, sql: str, *params: Any, generic: bool = False) -> list[Any]:
         sent.append(sql)
-        return await fetch_pg(self, sql, *params)
+        return await fetch_pg(self, sql, *params, generic=generic)
 
     monkeypatch.setattr(Tx, "fetch_pg", counted)
     rows = [_row(tenant.team.id, os.urandom(PIECE_BYTES - 1)), _row(tenant.team.id, (b"a", b"b"))]

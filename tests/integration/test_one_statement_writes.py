@@ -239,3 +239,29 @@ async def test_the_storing_connection_lost_is_replaced_with_its_partner(
     async with db.autocommit() as tx:
         assert await _generic_backend(tx) != lost
     assert await _count(services, events, tenant.team.id) == 1
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_dead_connection_handed_out_for_the_storing_statement_is_a_503(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool may hand out a connection whose server has ended it (a restart): setting up the
+    storing statement's connection on it is a 503 (seen as a 500 under a restart before), and
+    the next unit gets working ones."""
+    db, autocommit_tx, made, ended = services.db, Database._autocommit_tx, [], []
+
+    async def ended_second(self: Database, conn: Any) -> Tx:
+        tx = await autocommit_tx(self, conn)
+        made.append(tx)
+        if len(made) == 2:  # the second kept connection: the one on generic plans
+            ended.append(await _backend(tx))
+            await _terminate(db, ended[0])
+        return tx
+
+    monkeypatch.setattr(Database, "_autocommit_tx", ended_second)
+    with pytest.raises(ServiceUnavailable):
+        async with db.autocommit():
+            pass
+    monkeypatch.undo()
+    async with db.autocommit() as tx:
+        assert await _generic_backend(tx) != ended[0]

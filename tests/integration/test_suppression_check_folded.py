@@ -230,9 +230,9 @@ def _statements(services: Services) -> Iterator[list[str]]:
         if not sql.startswith("PRAGMA"):  # SQLite's commit watch polls beside the send
             seen.append(sql)
 
-    async def fetched(tx: Tx, sql: str, *params: Any) -> list[Any]:
+    async def fetched(tx: Tx, sql: str, *params: Any, generic: bool = False) -> list[Any]:
         seen.append(sql)
-        return await fetch_pg(tx, sql, *params)
+        return await fetch_pg(tx, sql, *params, generic=generic)
 
     async def hop(tx: Tx, work: Any) -> Any:
         seen.append(f"hop: {getattr(work, 'func', work).__name__}")

@@ -309,15 +309,23 @@ class Database:
         self, *, generic: bool
     ) -> tuple[AsyncConnection, asyncpg.Connection]:
         conn = await self.engine.connect()
+        driver = None
         try:
             tx = await self._autocommit_tx(conn)
-            assert tx.driver is not None
+            driver = tx.driver
+            assert driver is not None
             if generic:  # dropped by invalidating it: the setting never goes back to the pool
-                await tx.driver.execute("SET plan_cache_mode = auto")
-        except BaseException:
-            await conn.close()
+                await driver.execute("SET plan_cache_mode = auto")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            if driver is not None and driver.is_closed() and isinstance(exc, Exception):
+                # asyncpg's own error (the pool handed out a connection the server had ended)
+                raise ServiceUnavailable("The database connection was lost; retry.") from exc
             raise
-        return conn, tx.driver
+        return conn, driver
 
     async def _autocommit_tx(self, conn: AsyncConnection) -> Tx:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
