@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import math
 import time
 from pathlib import Path
@@ -121,6 +122,7 @@ async def measure(
             [serve.url + "/emails"], serve.live_key, payload.single_bodies(), counting
         )
         rest_mib = run.memory().rss_mib
+        scrape = functools.partial(server_latency.scrape, serve.url, "/emails")
         stop = asyncio.Event()
         async with watched(run) as usage:
             start = time.perf_counter() + args.warmup
@@ -128,9 +130,9 @@ async def measure(
                 load.open_loop(target, args.rate, (start, math.inf), stop=stop)
             )
             await asyncio.sleep(args.warmup)
-            scrapes = [await server_latency.scrape(serve.url, "/emails")]
+            scrapes = [await scrape()]
             await asyncio.sleep(args.before)
-            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
+            scrapes.append(await scrape())
             began = time.perf_counter()
             created = await _api(
                 run, "POST", "/broadcasts",
@@ -140,15 +142,15 @@ async def measure(
                 },
             )  # fmt: skip
             expanded, record = await sent_at(run, created["id"])
-            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
+            scrapes.append(await scrape())
             delivered = await sink.until_counted(
                 sink_port, run.expected + record["sent"] + accepted, run.log_tail
             )
-            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
+            scrapes.append(await scrape())
             await asyncio.sleep(args.after)
             stop.set()
             outcome = await paced
-            scrapes.append(await server_latency.scrape(serve.url, "/emails"))
+            scrapes.append(await scrape())
         run.expected += record["sent"] + accepted
         await run.drained()
     marks = [

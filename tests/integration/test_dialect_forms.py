@@ -167,14 +167,13 @@ async def test_postgresql_plans_each_statement_for_its_values(
 PREPARED = "SELECT statement, generic_plans FROM pg_prepared_statements"
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # PostgreSQL's plan cache
 async def test_the_storing_statement_alone_runs_on_generic_plans(
-    client: httpx.AsyncClient, tenant: Tenant, services: Services, backend: str
+    client: httpx.AsyncClient, tenant: Tenant, services: Services
 ) -> None:
     """The autocommit unit's second connection stores the lone sends' groups on a generic plan
     (made once, kept: the statement inserts whatever the values), while its lookups
     (suppressions, unsubscribes, domains...) keep being planned for their values."""
-    if backend != "postgres":
-        pytest.skip("PostgreSQL's plan cache; SQLite plans every statement anyway")
     for n in range(8):  # one at a time: each its own group, the statement run eight times
         sent = await client.post(
             "/emails", json=email_body(subject=f"n{n}"), headers=tenant.headers()

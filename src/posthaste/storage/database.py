@@ -317,10 +317,7 @@ class Database:
             if generic:  # dropped by invalidating it: the setting never goes back to the pool
                 await driver.execute("SET plan_cache_mode = auto")
         except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await conn.invalidate()
-            with contextlib.suppress(Exception):
-                await conn.close()
+            await _discard(conn)
             if driver is not None and driver.is_closed() and isinstance(exc, Exception):
                 # asyncpg's own error (the pool handed out a connection the server had ended)
                 raise ServiceUnavailable("The database connection was lost; retry.") from exc
@@ -345,12 +342,8 @@ class Database:
         kept = (self._held, self._held_generic)
         self._held = self._held_generic = None
         for held in kept:
-            if held is None:
-                continue
-            with contextlib.suppress(Exception):
-                await held[0].invalidate()
-            with contextlib.suppress(Exception):
-                await held[0].close()
+            if held is not None:
+                await _discard(held[0])
 
     def _fire_all(self, tx: Tx) -> None:
         if tx.channels:
@@ -499,6 +492,15 @@ def _unreachable() -> tuple[type[Exception], ...]:
         asyncpg.exceptions.CrashShutdownError,  # ... after another backend crashed (57P02)
         asyncpg.exceptions.TooManyConnectionsError,  # 53300
     )
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    """Close a kept connection for good (invalidated: never back to the pool, whatever its
+    session settings), whatever state it is in."""
+    with contextlib.suppress(Exception):
+        await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()
 
 
 def _gone(driver: asyncpg.Connection | None) -> bool:
