@@ -1,5 +1,5 @@
-"""Accepted emails, their events, jobs and webhook deliveries in one statement, which carries
-the transaction's wake-ups too; ``Database.autocommit`` for work that is that one statement.
+"""Accepted emails, their events, jobs and webhook deliveries in one statement, the wake-ups
+they owe told after it; ``Database.autocommit`` for work that is that one statement.
 Each write also with many rows (``SIZES``): every one stored and fanned out, or none."""
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 What differs between SQLite and PostgreSQL is its dialect's (``storage/dialects.py``), handed to
 it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the process), read
 units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
-others through ``NOTIFY`` (sent inside the transaction, delivered by PostgreSQL at commit, heard
-on one ``LISTEN`` connection per process). On SQLite, other processes on the same file hear
-them through ``WakeFiles`` (``storage/dialects.py``), within 50 ms.
+others through ``NOTIFY``, heard on one ``LISTEN`` connection per process: sent just after
+commit on a connection of its own (``dialects.Notifier``), or for the caches' channels
+(``IN_TRANSACTION``) inside the transaction, delivered by PostgreSQL at commit. On SQLite,
+other processes on the same file hear them through ``WakeFiles`` (``storage/dialects.py``),
+within 50 ms.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ KEYS_CHANNEL = "posthaste_keys"  # a key was revoked or a team's limits changed
 EVENTS_CHANNEL = "posthaste_events"  # an event was recorded (the live stream)
 WEBHOOKS_CHANNEL = "posthaste_webhooks"  # a webhook delivery fell due (the dispatcher)
 DOMAINS_CHANNEL = "posthaste_domains"  # a domain or a claim was added, changed or removed
+# On PostgreSQL, the channels NOTIFYed inside the transaction, delivered by its commit: the
+# caches', so no process keeps a revoked key or a removed domain because the one that committed
+# died before telling. Rare writes. The others (jobs, events, webhook deliveries: nearly every
+# commit) are told after commit (``dialects.Notifier``): a NOTIFY in a transaction serialises
+# its commit, WAL flush included, with every other notifying commit of the cluster.
+IN_TRANSACTION = frozenset({KEYS_CHANNEL, DOMAINS_CHANNEL})
 # Every channel a process may need; LISTENed from the start.
 CHANNELS = (JOBS_CHANNEL, KEYS_CHANNEL, EVENTS_CHANNEL, WEBHOOKS_CHANNEL, DOMAINS_CHANNEL)
 
@@ -183,8 +191,14 @@ class Tx:
         return await run_on_connection_thread(raw.driver_connection, work)
 
     def unsent(self) -> list[str]:
-        """The channels to wake that no statement has notified yet, in a stable order."""
-        return sorted(self.channels - self._sent)
+        """PostgreSQL: the channels to NOTIFY inside the transaction (``IN_TRANSACTION``) that
+        no statement has notified yet, in a stable order."""
+        return sorted((self.channels & IN_TRANSACTION) - self._sent)
+
+    def after_commit(self) -> set[str]:
+        """The channels to tell the other processes of once committed: those not NOTIFYed inside
+        the transaction (on SQLite, all of them)."""
+        return self.channels - self._sent
 
 
 Unit = Callable[[], contextlib.AbstractAsyncContextManager[Tx]]
@@ -199,7 +213,7 @@ class Database:
             url, pool_size, json_serializer=_dump_json, json_deserializer=orjson.loads
         )
         self._write_lock = dialect.write_lock(url)
-        self._announce = dialect.announcer(url)
+        self._announcer = dialect.announcer(url)
         # PostgreSQL runs an autocommit unit's statements each by itself on a connection kept
         # between units; SQLite has no such thing (a write takes the write lock either way).
         self._transaction: Unit = dialect.pick(
@@ -347,7 +361,9 @@ class Database:
 
     def _fire_all(self, tx: Tx) -> None:
         if tx.channels:
-            self._announce(tx.channels)
+            after = tx.after_commit()
+            if after:
+                self._announcer.announce(after)
         # This process hears at once, without waiting for its own NOTIFY to come back (which
         # fires the listeners a second time; they are idempotent: wake up, forget a key).
         for channel in tx.channels:
@@ -422,6 +438,7 @@ class Database:
             return False
 
     async def close(self) -> None:
+        await self._announcer.close()  # what this process owes the others is told first
         self._closing = True
         async with self._held_lock:
             await self._drop_held()

@@ -88,7 +88,8 @@ async def insert_events_fanned_out(
     """PostgreSQL: store event rows (``events.event_row``) and ``fan_out`` their deliveries in
     one statement (the endpoints are read by the statement itself, in the same transaction),
     with ``also``'s rows of other tables (what the events record, as ``bulk.insert_tables``)
-    and the ``pg_notify`` of every wake-up the transaction owes so far: one round trip."""
+    and the ``pg_notify`` of every wake-up the transaction owes inside it so far (``Tx.unsent``:
+    the caches', rarely any): one round trip. The dispatchers are woken after commit."""
     before = bulk.insert_parts(also)
     columns = tuple(rows[0])
     channels = tx.unsent()
@@ -100,14 +101,13 @@ async def insert_events_fanned_out(
         *bulk.insert_params(before, before_sources),
         *stored.encode(rows),
         *channels,
-        CHANNEL,
     )
     # Inserts, and the team's endpoints read by team: the same plan whatever the values.
     [(fanned, *_)] = await tx.fetch_pg(sql, *params, generic=True)
     for channel in channels:
         tx.notify(channel, sent=True)
     if fanned:
-        tx.notify(CHANNEL, sent=True)
+        tx.notify(CHANNEL)  # told after commit (``dialects.Notifier``)
 
 
 @functools.cache
@@ -139,8 +139,7 @@ def _events_fan_out_sql(
             WHERE w.events::jsonb @> jsonb_build_array(s.type)
             RETURNING 1
         )
-        SELECT (SELECT count(*) FROM fanned){notify},
-            CASE WHEN EXISTS (SELECT FROM fanned) THEN pg_notify(${first + channels}, '') END
+        SELECT (SELECT count(*) FROM fanned){notify}
     """
     return sql, before_sources, stored
 
