@@ -67,12 +67,18 @@ async def heard(pg_url: str) -> AsyncIterator[Heard]:
 async def test_a_data_commit_notifies_after_it_on_another_connection(
     services: Services, heard: Heard
 ) -> None:
+    """On the process's LISTEN connection: that backend hands the process its own
+    notification back in the same answer."""
+    await services.db.start_listening()
+    listening = services.db._listen_conn
+    assert isinstance(listening, asyncpg.Connection)
     now = now_ms()
     async with services.db.transaction() as tx:
         await jobs_repo.enqueue(tx, "test_job", "ref", None, now, now)
         unit_pid = (await tx.fetch_pg("SELECT pg_backend_pid()"))[0][0]
     [sender] = await heard.until(JOBS_CHANNEL)
     assert sender != unit_pid  # not from the transaction: no queue lock held over its commit
+    assert sender == listening.get_server_pid()
     async with services.db.read() as tx:  # what it announces is there for whoever it woke
         assert await jobs_repo.depth(tx) == 1
 
@@ -109,6 +115,21 @@ async def test_what_is_owed_is_told_before_close(pg_url: str, heard: Heard) -> N
     notifier.announce([JOBS_CHANNEL])
     await notifier.close()  # at once: the NOTIFY has not been sent yet
     await heard.until(JOBS_CHANNEL)
+
+
+@ON_POSTGRES
+async def test_a_lost_listen_connection_is_not_notified_through(
+    services: Services, heard: Heard
+) -> None:
+    await services.db.start_listening()
+    listening = services.db._listen_conn
+    assert isinstance(listening, asyncpg.Connection)
+    await heard.conn.execute("SELECT pg_terminate_backend($1)", listening.get_server_pid())
+    async with services.db.transaction() as tx:
+        now = now_ms()
+        await jobs_repo.enqueue(tx, "test_job", "ref", None, now, now)
+    [sender] = await heard.until(JOBS_CHANNEL)  # on another connection, lost or not yet heard
+    assert sender != listening.get_server_pid()
 
 
 async def test_a_notifying_connection_the_server_ended_is_replaced(

@@ -409,11 +409,13 @@ class Database:
         self._listen_conn = await self.dialect.listen(
             self.url, channels, self._fire, self._on_listen_lost
         )
+        self._announcer.through(self._listen_conn)
 
     def _on_listen_lost(self) -> None:
         if self._closing:
             return
         self._listen_conn = None
+        self._announcer.through(None)
         self._reconnect_task = asyncio.get_running_loop().create_task(self._relisten())
 
     async def _relisten(self) -> None:

@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from sqlalchemy import ARRAY, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 # Called with the channel of each NOTIFY heard; called with nothing when the link is lost.
 Heard = Callable[[str], None]
 Lost = Callable[[], None]
+# How long a process gathers the wake-ups of its commits before it NOTIFYs them (``Notifier``):
+# the other processes hear a commit that much later at most, and each process sends at most
+# 1 / (this + a round trip) NOTIFYs a second, whatever its commit rate.
+NOTIFY_GATHER_SECONDS = 0.005
 # How often a SQLite process looks whether another has woken a channel (``WakeFiles``).
 SQLITE_WATCH_SECONDS = 0.05
 _MIGRATIONS_LOCK = 7031996  # the advisory lock ``posthaste migrate`` holds on PostgreSQL
@@ -86,6 +90,10 @@ class Announcer(Protocol):
     it did not NOTIFY inside the transaction; closed with the database, once told."""
 
     def announce(self, channels: Collection[str]) -> None: ...
+
+    def through(self, listening: Listening | None) -> None:
+        """The process's ``listen`` connection, now open (or lost: None)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -398,20 +406,30 @@ class _Nobody:
     def announce(self, channels: Collection[str]) -> None:
         return None
 
+    def through(self, listening: Listening | None) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
 
 class Notifier:
-    """PostgreSQL: the wake-ups a commit owes the other processes, NOTIFYed just after it on a
-    connection of this process's own, not inside the transaction. PostgreSQL holds one lock
-    on its notification queue from before a notifying transaction's commit record until the
-    transaction ends, WAL flush included: every notifying commit of the cluster waits for the
-    one before it, group commit lost, and a flush slowed by a checkpoint (80-250 ms measured)
-    holds up every sender behind it. A NOTIFY alone writes no WAL and flushes nothing
-    (bench/README.md: an INSERT with its NOTIFY, 16 clients, 2,850 commits/s; the INSERT, then
-    the NOTIFY by itself, 7,200/s). Channels announced while a NOTIFY is on its way go
-    together in the next: one round trip at a time per process, whatever the commit rate.
+    """PostgreSQL: the wake-ups a commit owes the other processes, NOTIFYed just after it, not
+    inside the transaction. PostgreSQL holds one lock on its notification queue from before a
+    notifying transaction's commit record until the transaction ends, WAL flush included:
+    every notifying commit of the cluster waits for the one before it, group commit lost, and
+    a flush slowed by a checkpoint (80-250 ms measured) holds up every sender behind it. A
+    NOTIFY alone writes no WAL and flushes nothing (``bench.notify_commit``, 16 clients: an
+    INSERT with its NOTIFY, 3,700 commits/s; the INSERT, then the NOTIFY by itself, 8,600/s).
+
+    What a process's commits owe is gathered for ``NOTIFY_GATHER_SECONDS`` and sent in one
+    statement, one at a time: at most ~200 a second per process whatever its commit rate, and
+    as few for every other process to hear. It goes out on the process's ``LISTEN``
+    connection when it has one (``through``): that backend hands the process its own
+    notification back in the same answer, where a NOTIFY from elsewhere has it woken to
+    deliver it (one NOTIFY per commit on a connection of its own cost ~150 µs more of
+    PostgreSQL's CPU per lone send than one in the transaction; this way, ~30 µs). Else on a
+    connection of its own, opened when first needed (a CLI command).
 
     A wake-up lost (the process dies between its commit and the NOTIFY; the statement fails
     twice) costs a listener its next look (``idle_check``, 30 s at most for the workers), as
@@ -421,7 +439,11 @@ class Notifier:
         self._url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         self._pending: set[str] = set()
         self._sending: asyncio.Task[None] | None = None
-        self._conn: asyncpg.Connection | None = None
+        self._conn: asyncpg.Connection | None = None  # its own
+        self._listening: asyncpg.Connection | None = None
+
+    def through(self, listening: Listening | None) -> None:
+        self._listening = cast("asyncpg.Connection | None", listening)
 
     def announce(self, channels: Collection[str]) -> None:
         self._pending.update(channels)
@@ -431,15 +453,15 @@ class Notifier:
 
     async def _send(self) -> None:
         while self._pending:
+            await asyncio.sleep(NOTIFY_GATHER_SECONDS)
             channels = sorted(self._pending)
             self._pending.clear()
             for attempt in (1, 2):  # a connection the server ended is replaced once
                 try:
-                    conn = await self._connection()
-                    await conn.execute(_notify_sql(len(channels)), *channels)
+                    await (await self._connection()).execute(_notify_sql(tuple(channels)))
                     break
                 except Exception as exc:  # a task of its own: nobody else would hear of it
-                    await self._discard()
+                    self._discard()
                     if attempt == 2:
                         log.warning(
                             "NOTIFY of %s failed (%s); listeners look again later",
@@ -448,13 +470,20 @@ class Notifier:
                         )
 
     async def _connection(self) -> asyncpg.Connection:
+        if self._listening is not None and not self._listening.is_closed():
+            return self._listening
         if self._conn is None or self._conn.is_closed():
             import asyncpg  # here: a process on SQLite never loads it (storage/database.py)
 
             self._conn = await asyncpg.connect(self._url, timeout=10)
         return self._conn
 
-    async def _discard(self) -> None:
+    def _discard(self) -> None:
+        """After a failed NOTIFY: its own connection closed, the ``LISTEN`` one no longer used
+        (the database's to close; ``through`` hands over the next)."""
+        if self._listening is not None:
+            self._listening = None
+            return
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.terminate()
@@ -469,8 +498,13 @@ class Notifier:
 
 
 @functools.cache
-def _notify_sql(count: int) -> str:
-    return "SELECT " + ", ".join(f"pg_notify(${n + 1}, '')" for n in range(count))
+def _notify_sql(channels: tuple[str, ...]) -> str:
+    """One statement for ``channels`` (Posthaste's own names), written out: asyncpg sends a
+    statement without parameters as a simple query, with no prepare and bind to pay for."""
+    for channel in channels:
+        if not channel.replace("_", "").isalnum() or not channel.isascii():
+            raise ValueError(f"not a channel name: {channel!r}")
+    return "SELECT " + ", ".join(f"pg_notify('{channel}', '')" for channel in channels)
 
 
 class WakeFiles:
@@ -498,6 +532,9 @@ class WakeFiles:
                 os.utime(path, ns=(stamp, stamp))
             except OSError:
                 pass  # a missed wake-up: listeners look again at their own pace anyway
+
+    def through(self, listening: Listening | None) -> None:
+        return None  # the files are touched, not a connection
 
     async def close(self) -> None:
         return None  # every announcement is made as the commit's is
