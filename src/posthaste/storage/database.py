@@ -4,8 +4,8 @@ What differs between SQLite and PostgreSQL is its dialect's (``storage/dialects.
 it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the process), read
 units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
 others through ``NOTIFY``, heard on one ``LISTEN`` connection per process: sent just after
-commit on a connection of its own (``dialects.Notifier``), or for the caches' channels
-(``IN_TRANSACTION``) inside the transaction, delivered by PostgreSQL at commit. On SQLite,
+commit, gathered for a few milliseconds, on that connection (``dialects.Notifier``), or for the
+caches' channels (``IN_TRANSACTION``) inside the transaction, delivered by PostgreSQL at commit. On SQLite,
 other processes on the same file hear them through ``WakeFiles`` (``storage/dialects.py``),
 within 50 ms.
 """
