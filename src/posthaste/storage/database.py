@@ -5,9 +5,9 @@ it by ``bootstrap``: the engine, the write lock (SQLite's writers queue in the p
 units, and wake-ups. Listeners of a channel wake after commit: in this process at once, in the
 others through ``NOTIFY``, heard on one ``LISTEN`` connection per process: sent just after
 commit, gathered for a few milliseconds, on that connection (``dialects.Notifier``), or for the
-caches' channels (``IN_TRANSACTION``) inside the transaction, delivered by PostgreSQL at commit. On SQLite,
-other processes on the same file hear them through ``WakeFiles`` (``storage/dialects.py``),
-within 50 ms.
+caches' channels (``IN_TRANSACTION``) inside the transaction, delivered by PostgreSQL at commit.
+On SQLite, other processes on the same file hear them through ``WakeFiles``
+(``storage/dialects.py``), within 50 ms.
 """
 
 from __future__ import annotations
