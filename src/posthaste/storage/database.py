@@ -388,9 +388,10 @@ class Database:
                 raise RuntimeError("Database.driver() is for PostgreSQL only")
             yield raw.driver_connection
 
-    async def notify_now(self, conn: asyncpg.Connection, channel: str) -> None:
-        """``NOTIFY`` outside a transaction (a ``driver()`` connection) and wake this process."""
-        await conn.execute("SELECT pg_notify($1, '')", channel)
+    def wake(self, channel: str) -> None:
+        """Wake ``channel``'s listeners after a write that committed outside a unit (a
+        ``driver()`` statement): in this process at once, in the others as after a unit."""
+        self._announcer.announce((channel,))
         self._fire(channel)
 
     def add_listener(self, channel: str, callback: Listener) -> None:

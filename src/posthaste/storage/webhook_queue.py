@@ -279,8 +279,8 @@ async def record_outcomes(db: Database, outcomes: Sequence[Outcome]) -> None:
 async def _record_postgres(db: Database, outcomes: Sequence[Outcome], retry: bool) -> None:
     async with db.driver() as conn:
         await conn.execute(_RECORD_PG, *_record_arrays(outcomes))
-        if retry:
-            await db.notify_now(conn, CHANNEL)
+    if retry:
+        db.wake(CHANNEL)
 
 
 async def _record_sqlite(db: Database, outcomes: Sequence[Outcome], retry: bool) -> None:
