@@ -44,9 +44,10 @@ def _pgbench() -> str:
     found = shutil.which("pgbench")
     if found:
         return found
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True):
-        return str(candidate)
-    raise SystemExit("pgbench not found (it comes with the postgresql package)")
+    installed = sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True)
+    if not installed:
+        raise SystemExit("pgbench not found (it comes with the postgresql package)")
+    return str(installed[0])
 
 
 async def _admin(dsn: str, *statements: str) -> None:

@@ -308,7 +308,7 @@ class PostgresDialect:
         # One round trip for the channels no statement has notified (delivered at commit).
         channels = tx.unsent()
         if channels:
-            await tx.conn.execute(_notify_statement(len(channels)), _channel_params(channels))
+            await tx.conn.execute(text(_notify_sql(tuple(channels))))
             for channel in channels:
                 tx.notify(channel, sent=True)
 
@@ -320,10 +320,7 @@ class PostgresDialect:
     ) -> Listening | None:
         import asyncpg  # here: a process on SQLite never loads it (storage/database.py)
 
-        plain = make_url(url).set(drivername="postgresql")
-        conn: asyncpg.Connection = await asyncpg.connect(
-            plain.render_as_string(hide_password=False)
-        )
+        conn: asyncpg.Connection = await asyncpg.connect(_asyncpg_dsn(url))
         for channel in channels:
             await conn.add_listener(channel, lambda _c, _pid, name, _payload: heard(name))
         conn.add_termination_listener(lambda _c: lost())
@@ -436,7 +433,7 @@ class Notifier:
     one missed while a ``LISTEN`` connection reconnects does."""
 
     def __init__(self, url: str) -> None:
-        self._url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self._url = _asyncpg_dsn(url)
         self._pending: set[str] = set()
         self._sending: asyncio.Task[None] | None = None
         self._conn: asyncpg.Connection | None = None  # its own
@@ -497,10 +494,16 @@ class Notifier:
                 await conn.close(timeout=5)
 
 
+def _asyncpg_dsn(url: str) -> str:
+    """The database URL as asyncpg's own ``connect`` takes it (no ``+asyncpg``)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 @functools.cache
 def _notify_sql(channels: tuple[str, ...]) -> str:
-    """One statement for ``channels`` (Posthaste's own names), written out: asyncpg sends a
-    statement without parameters as a simple query, with no prepare and bind to pay for."""
+    """One statement NOTIFYing ``channels`` (Posthaste's own names), written out: asyncpg
+    sends a statement without parameters as a simple query, with no prepare and bind to pay
+    for (``Notifier``; in a transaction, ``PostgresDialect.send_notifications``)."""
     for channel in channels:
         if not channel.replace("_", "").isalnum() or not channel.isascii():
             raise ValueError(f"not a channel name: {channel!r}")
@@ -580,16 +583,6 @@ class WakeWatch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-
-
-def _notify_statement(count: int) -> Any:
-    """One round trip for every channel of a transaction."""
-    calls = ", ".join(f"pg_notify(:c{i}, '')" for i in range(count))
-    return text(f"SELECT {calls}")
-
-
-def _channel_params(channels: list[str]) -> dict[str, str]:
-    return {f"c{i}": channel for i, channel in enumerate(channels)}
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
