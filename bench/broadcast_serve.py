@@ -33,7 +33,7 @@ import uvloop
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench import load, payload, server_latency, sink
+from bench import commit_probe, load, payload, server_latency, sink
 from bench.purge import figures, run_each, sqlalchemy_url
 from bench.serve import Run, Serve, _api, serving, set_up, watched
 from bench.stats import Recorder
@@ -129,6 +129,7 @@ async def measure(
             paced = asyncio.create_task(
                 load.open_loop(target, args.rate, (start, math.inf), stop=stop)
             )
+            probe = commit_probe.beside(serve.probe_dsn)
             await asyncio.sleep(args.warmup)
             scrapes = [await scrape()]
             await asyncio.sleep(args.before)
@@ -151,6 +152,7 @@ async def measure(
             stop.set()
             outcome = await paced
             scrapes.append(await scrape())
+            bare = await probe.samples() if probe is not None else []
         run.expected += record["sent"] + accepted
         await run.drained()
     marks = [
@@ -173,6 +175,11 @@ async def measure(
         "rss_growth_mib": round(usage.peak_rss_mib - rest_mib, 1),
         "rate": args.rate,
         "paced": phases(outcome.recorder, marks),
+        # The box's own commit latency by the same phases (``bench/commit_probe.py``).
+        "bare_commit": {
+            label: commit_probe.summary([latency for at, latency in bare if began <= at < ended])
+            for label, began, ended in marks
+        },
         # The server's own clock (``bench/server_latency.py``), by the same phases (each
         # window's scrapes are taken at its marks, so a request in flight may fall next door).
         "server": {
@@ -199,13 +206,15 @@ def table(name: str, result: dict[str, Any]) -> str:
         f" {result['rss_peak_mib']} MiB at peak (+{result['rss_growth_mib']});"
         f" paced failures: {result['paced_failed']}.",
         "",
-        f"| `POST /emails` at {result['rate']:g}/s | requests | p50 | p99 | max |",
-        "|---|---:|---:|---:|---:|",
+        f"| `POST /emails` at {result['rate']:g}/s | requests | p50 | p99 | max"
+        " | a bare commit beside it: p99 |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
+    bare = result.get("bare_commit", {})
     for label, f in result["paced"].items():
         lines.append(
             f"| {label} | {f['requests']:,} | {f['p50_ms']} ms | {f['p99_ms']} ms"
-            f" | {f['max_ms']} ms |"
+            f" | {f['max_ms']} ms | {commit_probe.p99(bare.get(label))} |"
         )
     lines.append("")
     for label, f in result["server"].items():

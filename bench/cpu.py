@@ -145,6 +145,13 @@ def memory(pids: Sequence[int]) -> Memory:
     return Memory(rss * 1024, pss * 1024)
 
 
+def tree_memory(root: int) -> tuple[Memory, int]:
+    """The memory of ``root``'s process tree, and how many processes it has (``watched`` in
+    bench/serve.py calls it in a process of its own)."""
+    pids = tree_pids(root)
+    return memory(pids), len(pids)
+
+
 def _busy_ticks() -> int:
     try:
         first = (PROC / "stat").read_text().splitlines()[0].split()[1:]

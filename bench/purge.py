@@ -34,7 +34,7 @@ import uvloop
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench import load, payload, server_latency
+from bench import commit_probe, load, payload, server_latency
 from bench.serve import RESULTS, Run, Serve, set_up, started, surroundings, watched
 from bench.stats import Recorder, percentile
 from posthaste.core.ids import now_ms
@@ -262,6 +262,7 @@ async def measure(
         async with watched(run) as usage:
             window = (time.perf_counter(), math.inf)  # until ``stop``
             load_task = asyncio.create_task(load.open_loop(target, args.rate, window, stop=stop))
+            probe = commit_probe.beside(serve.probe_dsn)
             await asyncio.sleep(args.warmup)
             at_start = await server_latency.scrape(serve.url, "/emails")
             began = time.perf_counter()
@@ -277,12 +278,22 @@ async def measure(
             stop.set()
             outcome = await load_task
             last = await server_latency.scrape(serve.url, "/emails")
+            bare = await probe.samples() if probe is not None else []
         run.expected += outcome.recorder.accepted
         await run.drained()
         return {
             "rate": args.rate,
             "purge_seconds": round(ended - began, 1),
             **split(outcome.recorder, began, ended, args),
+            # The box's own commit latency, the same two windows (``bench/commit_probe.py``).
+            "bare_commit": {
+                "during_purge": commit_probe.summary(
+                    [latency for at, latency in bare if began <= at < ended]
+                ),
+                "after_purge": commit_probe.summary(
+                    [latency for at, latency in bare if at >= ended + args.settle]
+                ),
+            },
             # The server's own clock (``bench/server_latency.py``): its share within each bound.
             "server_during_purge": server_latency.summary(at_start, at_end),
             "server_after_purge": server_latency.summary(at_end, last),
@@ -351,6 +362,7 @@ async def _left(url: str) -> dict[str, int]:
 
 def table(name: str, result: dict[str, Any]) -> str:
     during, after = result["during_purge"], result["after_purge"]
+    bare = result.get("bare_commit", {})
     return "\n".join(
         [
             f"### {name}: {result['rows']:,} rows purged"
@@ -360,12 +372,15 @@ def table(name: str, result: dict[str, Any]) -> str:
             f" `POST /emails` paced at {result['rate']:g}/s; failed requests: {result['failed']};"
             f" left below the cut-off: {result['left_after']}.",
             "",
-            "| `POST /emails` | requests | p50 | p99 | max |",
-            "|---|---:|---:|---:|---:|",
+            "| `POST /emails` | requests | p50 | p99 | max | a bare commit beside it: p99 |",
+            "|---|---:|---:|---:|---:|---:|",
             *(
                 f"| {label} | {f['requests']:,} | {f['p50_ms']} ms | {f['p99_ms']} ms"
-                f" | {f['max_ms']} ms |"
-                for label, f in (("while the purge runs", during), ("after it", after))
+                f" | {f['max_ms']} ms | {commit_probe.p99(bare.get(key))} |"
+                for label, key, f in (
+                    ("while the purge runs", "during_purge", during),
+                    ("after it", "after_purge", after),
+                )
             ),
             "",
             *(

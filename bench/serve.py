@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import shlex
 import signal
@@ -51,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,18 @@ import orjson
 import uvloop
 from tests.dns_server import ZoneServer, running_zone
 
-from bench import cpu, load, payload, postfix, relay, report, server, server_latency, sink
+from bench import (
+    commit_probe,
+    cpu,
+    load,
+    payload,
+    postfix,
+    relay,
+    report,
+    server,
+    server_latency,
+    sink,
+)
 from bench.stats import Measurement, Recorder
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -98,6 +111,12 @@ class Serve:
     cert: Path  # the relay's self-signed certificate (and key beside it)
     log: Path
     database_url: str  # "" on SQLite
+
+    @property
+    def probe_dsn(self) -> str:
+        """The raw baseline's database, in the server's cluster ("" on SQLite): where
+        ``bench.commit_probe`` commits beside a paced row."""
+        return self.database_url + server.RAW_SUFFIX if self.database_url else ""
 
 
 def user_env(
@@ -309,14 +328,14 @@ async def watched(run: Run) -> AsyncIterator[Usage]:
     memory, sampled every MEMORY_EVERY seconds meanwhile."""
     usage = Usage()
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
 
-    async def sample() -> None:
+    async def sample(pool: ProcessPoolExecutor) -> None:
         while True:
-            pids = cpu.tree_pids(run.serve.pid)
-            held = cpu.memory(pids)
+            held, processes = await loop.run_in_executor(pool, cpu.tree_memory, run.serve.pid)
             usage.peak_rss_mib = max(usage.peak_rss_mib, held.rss_mib)
             usage.peak_pss_mib = max(usage.peak_pss_mib, held.pss_mib)
-            usage.processes = max(usage.processes, len(pids))
+            usage.processes = max(usage.processes, processes)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), MEMORY_EVERY)
                 return
@@ -325,22 +344,26 @@ async def watched(run: Run) -> AsyncIterator[Usage]:
     trees = {"server": run.serve.pid}
     before = cpu.snapshot(groups, trees)
     database_before = await _database_cpu(run.serve.database_url)
-    sampler = asyncio.create_task(sample())
-    try:
-        yield usage
-    finally:
-        stop.set()
-        await sampler
-        after = cpu.snapshot(groups, trees)
-        database_after = await _database_cpu(run.serve.database_url)
-        shares = cpu.usage(before, after)
-        usage.server_seconds = after.processes["server"] - before.processes["server"]
-        usage.cpu_pct = {
-            label: shares[f"{label}_pct"] for label in ("server", "sink", "postgres", "machine")
-        }
-        if run.serve.database_url:
-            seconds = sum(t - database_before.get(pid, 0.0) for pid, t in database_after.items())
-            usage.cpu_pct["database"] = round(100 * seconds / (after.wall - before.wall), 1)
+    # Sampled in a process of its own: walking /proc and reading each process's smaps_rollup
+    # takes 5-7 ms of CPU (more on a full box), which in this process would hold up the load
+    # generator's event loop four times a second, its requests sent and answers read late.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        sampler = asyncio.create_task(sample(pool))
+        try:
+            yield usage
+        finally:
+            stop.set()
+            await sampler
+    after = cpu.snapshot(groups, trees)
+    database_after = await _database_cpu(run.serve.database_url)
+    shares = cpu.usage(before, after)
+    usage.server_seconds = after.processes["server"] - before.processes["server"]
+    usage.cpu_pct = {
+        label: shares[f"{label}_pct"] for label in ("server", "sink", "postgres", "machine")
+    }
+    if run.serve.database_url:
+        seconds = sum(t - database_before.get(pid, 0.0) for pid, t in database_after.items())
+        usage.cpu_pct["database"] = round(100 * seconds / (after.wall - before.wall), 1)
 
 
 # --- the measurements -----------------------------------------------------------------------
@@ -431,8 +454,10 @@ async def paced(run: Run, args: argparse.Namespace, busy_emails: int = 0) -> dic
     async with watched(run) as usage:
         busy = asyncio.create_task(_accept(run, busy_emails)) if busy_emails else None
         first = asyncio.create_task(_scrape_at(run.serve.url, start))
+        probe = commit_probe.beside(run.serve.probe_dsn, window[1])
         outcome = await load.open_loop(target, args.rate, window)
         own = server_latency.summary(await first, await _scrape_at(run.serve.url, 0.0))
+        bare = await probe.between(*window) if probe is not None else None
         if busy is not None:
             await busy
         run.expected += accepted
@@ -456,6 +481,7 @@ async def paced(run: Run, args: argparse.Namespace, busy_emails: int = 0) -> dic
         "errors": measured.errors,
         "max_dispatch_lag_ms": round(outcome.max_dispatch_lag_ms, 2),
         "server_own": own,
+        "bare_commit": bare,
         **usage.as_dict(),
     }
     if busy_emails:  # how much of the window the pipeline was being delivered in
@@ -640,7 +666,7 @@ def _paced_row(label: str, figures: dict[str, Any]) -> str:
         f"| `POST /emails` at {figures['rate']:g}/s ({figures['requests_per_s']:,.0f}/s "
         f"reached), {label}{sustained} | p50 {figures['p50_ms']:.1f} ms, "
         f"p99 {figures['p99_ms']:.1f} ms{f', {errors} errors' if errors else ''}"
-        f"{_own(figures)} | | | | "
+        f"{_own(figures)}{commit_probe.line(figures.get('bare_commit'))} | | | | "
         f"{_cpu(figures)} | {figures['peak_rss_mib']:.0f} / {figures['peak_pss_mib']:.0f} |"
     )
 

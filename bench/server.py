@@ -23,6 +23,7 @@ SECRET_KEY = "posthaste-bench-secret-key-" + "b" * 32
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SERVE = ("-m", "posthaste.cli", "serve")
 READY_TIMEOUT = 60.0
+RAW_SUFFIX = "_raw"  # the raw baseline's database: the server's name and this
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def prepared(name: str, workdir: Path) -> Iterator[Backend]:
         yield Backend(name, workdir, "", f"sqlite+aiosqlite:///{raw}")
         return
     stem = f"posthaste_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    databases = [stem, f"{stem}_raw"]
+    databases = [stem, stem + RAW_SUFFIX]
     for database in databases:
         asyncio.run(_pg_admin(f'CREATE DATABASE "{database}"'))
     try:
