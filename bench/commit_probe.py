@@ -12,8 +12,8 @@ email before it answers can meet that target on the box at that moment.
     python -m bench.commit_probe --dsn postgresql://... [--rate 100] [--until PERF_COUNTER]
 
 Runs until ``--until`` (a ``time.perf_counter()`` reading: CLOCK_MONOTONIC, the same in every
-process) or SIGTERM and prints each commit's scheduled time and latency as JSON; the benchmark
-that started it (``Running``) splits them by its own phases.
+process), SIGTERM or the end of its standard input, and prints each commit's scheduled time
+and latency as JSON; the benchmark that started it (``Running``) splits them by its phases.
 """
 
 from __future__ import annotations
@@ -42,9 +42,14 @@ RATE = 100.0  # commits a second beside a paced row: a few % of a core, 1,000 in
 
 async def probe(dsn: str, rate: float, until: float) -> list[tuple[float, float]]:
     """Commits at ``rate``/s until ``until`` (``time.perf_counter()``: CLOCK_MONOTONIC, one
-    clock for every process of the box) or SIGTERM; each commit's scheduled time and latency."""
+    clock for every process of the box), SIGTERM or the end of standard input; each commit's
+    scheduled time and latency."""
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    # Its standard input is a pipe from the benchmark: at its end (closed, or the benchmark
+    # gone, whatever stopped it) the probe stops too, never left running.
+    await loop.connect_read_pipe(lambda: _Watching(stop), sys.stdin)
     conn = await asyncpg.connect(dsn, timeout=10)
     samples: list[tuple[float, float]] = []
     try:
@@ -65,6 +70,16 @@ async def probe(dsn: str, rate: float, until: float) -> list[tuple[float, float]
     finally:
         await conn.close()
     return samples
+
+
+class _Watching(asyncio.Protocol):
+    """Sets ``stop`` when the pipe it reads ends."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop.set()
 
 
 def summary(latencies: list[float]) -> dict[str, Any]:
@@ -90,13 +105,16 @@ class Running:
         command += ["--rate", str(rate), "--until", str(until)]
         self.rate = rate
         self._process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
 
     async def samples(self) -> list[tuple[float, float]]:
-        """Stops it (if it still runs) and returns its (scheduled time, latency) pairs."""
-        with contextlib.suppress(ProcessLookupError):
-            self._process.send_signal(signal.SIGTERM)
+        """Stops it (if it still runs: ``communicate`` closes its standard input) and returns
+        its (scheduled time, latency) pairs."""
         out, err = await asyncio.to_thread(self._process.communicate)
         if self._process.returncode != 0:
             raise RuntimeError(f"bench.commit_probe failed: {err.decode(errors='replace')}")
@@ -123,9 +141,7 @@ def p99(figures: dict[str, Any] | None) -> str:
 
 def line(figures: dict[str, Any] | None) -> str:
     """The probe's figures for a table's cell (empty when it did not run)."""
-    if not figures:
-        return ""
-    if not figures.get("requests"):
+    if not figures or not figures.get("requests"):
         return ""
     return (
         f"; a bare commit beside it (`bench.commit_probe`, {figures['requests']} at"
