@@ -34,9 +34,9 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench import commit_probe, load, payload, server_latency, sink
-from bench.purge import figures, run_each, sqlalchemy_url
+from bench.purge import run_each, sqlalchemy_url
 from bench.serve import Run, Serve, _api, serving, set_up, watched
-from bench.stats import Recorder
+from bench.stats import Recorder, latency_figures
 from posthaste.core.ids import new_id, now_ms
 from posthaste.storage.tables import contacts, segment_members, teams
 
@@ -97,7 +97,7 @@ def phases(recorder: Recorder, marks: list[tuple[str, float, float]]) -> dict[st
     """The paced requests' latencies by when they were scheduled."""
     timed = list(zip(recorder.starts, recorder.latencies, strict=True))
     return {
-        label: figures([latency for at, latency in timed if began <= at < ended])
+        label: latency_figures([latency for at, latency in timed if began <= at < ended])
         for label, began, ended in marks
     }
 

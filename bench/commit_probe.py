@@ -33,7 +33,7 @@ import asyncpg
 import orjson
 import uvloop
 
-from bench.stats import percentile
+from bench.stats import latency_figures
 
 TABLE = "bench_commit_probe"
 PAYLOAD = "x" * 200  # about one small email's row
@@ -83,18 +83,19 @@ class _Watching(asyncio.Protocol):
 
 
 def summary(latencies: list[float]) -> dict[str, Any]:
-    """p50, p99, max and the share within each paced target, of latencies in seconds."""
-    ms = sorted(value * 1000 for value in latencies)
-    if not ms:
+    """``stats.latency_figures`` and the share within each paced target, of latencies in
+    seconds."""
+    if not latencies:
         return {"requests": 0}
     return {
-        "requests": len(ms),
-        "p50_ms": round(percentile(ms, 0.50), 2),
-        "p99_ms": round(percentile(ms, 0.99), 2),
-        "max_ms": round(ms[-1], 2),
-        "within_20_ms": round(sum(1 for v in ms if v <= 20) / len(ms), 4),
-        "within_50_ms": round(sum(1 for v in ms if v <= 50) / len(ms), 4),
+        **latency_figures(latencies),
+        "within_20_ms": _share(latencies, 0.020),
+        "within_50_ms": _share(latencies, 0.050),
     }
+
+
+def _share(latencies: list[float], bound: float) -> float:
+    return round(sum(1 for value in latencies if value <= bound) / len(latencies), 4)
 
 
 class Running:

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench import commit_probe, load, payload, server_latency
 from bench.serve import RESULTS, Run, Serve, set_up, started, surroundings, watched
-from bench.stats import Recorder, percentile
+from bench.stats import Recorder, latency_figures
 from posthaste.core.ids import now_ms
 from posthaste.storage.tables import (
     blobs,
@@ -225,16 +225,6 @@ async def purge_end(log: Path) -> float:
         await asyncio.sleep(0.2)
 
 
-def figures(latencies: list[float]) -> dict[str, Any]:
-    ordered = sorted(latencies)
-    return {
-        "requests": len(ordered),
-        "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
-        "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
-        "max_ms": round((ordered[-1] if ordered else 0.0) * 1000, 2),
-    }
-
-
 def split(
     recorder: Recorder, began: float, ended: float, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -243,7 +233,11 @@ def split(
     during = [latency for at, latency in timed if began <= at < ended]
     after = [latency for at, latency in timed if at >= ended + args.settle]
     failed = sum(recorder.errors.values())
-    return {"during_purge": figures(during), "after_purge": figures(after), "failed": failed}
+    return {
+        "during_purge": latency_figures(during),
+        "after_purge": latency_figures(after),
+        "failed": failed,
+    }
 
 
 async def measure(

@@ -16,6 +16,17 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[rank - 1]
 
 
+def latency_figures(latencies: list[float]) -> dict[str, Any]:
+    """How many, p50, p99 and max (ms) of latencies in seconds."""
+    ordered = sorted(latencies)
+    return {
+        "requests": len(ordered),
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
+        "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
+        "max_ms": round((ordered[-1] if ordered else 0.0) * 1000, 2),
+    }
+
+
 @dataclass
 class Recorder:
     """Collects one measurement window: request latencies, accepted emails, errors."""
