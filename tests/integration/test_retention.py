@@ -17,7 +17,8 @@ from posthaste.bootstrap import Services
 from posthaste.config import Settings
 from posthaste.core.ids import format_ms, now_ms
 from posthaste.core.jobs import JobKind
-from posthaste.services.retention import DAY_MS, RetentionService
+from posthaste.services.retention import DAY_MS, PurgeReport, RetentionService
+from posthaste.storage import retention as retention_repo
 from posthaste.storage.tables import (
     attachments,
     blobs,
@@ -154,3 +155,46 @@ async def test_twin_jobs_are_removed_when_one_runs(services: Services) -> None:
             )
     await run_worker(services)
     assert await count(services, jobs, jobs.c.kind == JobKind.PURGE) == 1
+
+
+async def test_the_purge_rests_as_long_as_its_wal_takes_at_the_rate(
+    client: httpx.AsyncClient, services: Services, tenant: Tenant
+) -> None:
+    """On PostgreSQL each batch is followed by a rest of the WAL the cluster wrote meanwhile at
+    ``wal_rate``, however fast the batch was (every durable commit waits for the log written
+    before it); SQLite has no such log, and rests as long as the batch took (here: not at all)."""
+    old = [await send(client, tenant, text="plain", attachments=[PDF]) for _ in range(4)]
+    await run_worker(services)
+    cut = await next_millisecond()
+    rate = 2**20  # a MiB a second
+    pauses: list[float] = []
+
+    async def rest(seconds: float) -> None:
+        pauses.append(seconds)
+
+    purge = RetentionService(
+        services.db,
+        30,
+        batch=2,
+        clock=lambda: cut + 30 * DAY_MS,
+        rest=0.0,
+        wal_rate=rate,
+        sleep=rest,
+    )
+    async with services.db.read() as tx:
+        wal_before = await retention_repo.wal_position(tx)
+    await purge.purge_sent(None, "", PurgeReport())
+    await purge.purge_logs(PurgeReport())
+    async with services.db.read() as tx:
+        wal_after = await retention_repo.wal_position(tx)
+
+    assert await count(services, events, events.c.email_id.in_(old)) == 0
+    assert len(pauses) >= 4  # two pages of emails, then the logs' full batches
+    if wal_before is None:  # SQLite
+        assert wal_after is None and pauses == [0.0] * len(pauses)
+        return
+    assert wal_after is not None
+    # Every batch changed rows, so wrote some WAL (a deleted row's record alone is tens of
+    # bytes) and rested for it; together no more than what the cluster wrote meanwhile.
+    assert all(pause >= 64 / rate for pause in pauses), pauses
+    assert sum(pauses) * rate <= wal_after - wal_before

@@ -12,8 +12,11 @@ finishes:
 ``<mark>`` is the id up to which every email was seen purged: the next run walks on from there,
 so a run costs what arrived since the last one, not the whole history. An email that was not
 final yet holds the mark back, to be purged by a later run. Each batch is its own short
-transaction (a few hundred rows), and the loop rests between batches as long as the batch took:
-sends go on beside it.
+transaction (a few hundred rows), and the loop rests between batches as long as the batch took,
+and on PostgreSQL at least as long as writing the batch's WAL at ``WAL_RATE`` would take: every
+durable commit of the cluster waits for the log written before it to reach the disk, so a purge
+that wrote its log as fast as it can would make every send wait for it (bench/README.md, "The
+retention purge under load").
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ AREAS = ("sent", "received")
 # half of one connection's time and of a core, however much there is to purge, and sending keeps
 # the rest (bench/purge.py).
 REST = 1.0
+# PostgreSQL: the WAL the purge lets the cluster write per second, its own and the rest (bytes).
+# Purging touches every page of old data once, and each page's first change after a checkpoint
+# is logged whole: 1,000,000 rows made 767 MiB of WAL, at 10.6 MiB/s when paced by time alone.
+WAL_RATE = 4 * 2**20
 # Content that delivery still needs: kept whatever its age.
 UNFINISHED = frozenset({EmailStatus.QUEUED, EmailStatus.SCHEDULED, EmailStatus.SENDING})
 
@@ -65,12 +72,16 @@ class RetentionService:
         batch: int = 500,
         clock: Callable[[], int] = now_ms,
         rest: float = REST,
+        wal_rate: float = WAL_RATE,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.db = db
         self.retention_ms = retention_days * DAY_MS
         self.batch = batch
         self.clock = clock
         self.rest = rest
+        self.wal_rate = wal_rate
+        self.sleep = sleep
 
     async def ensure_scheduled(self) -> None:
         """Enqueue the purge jobs that do not exist yet (at start-up, once per deployment)."""
@@ -111,8 +122,9 @@ class RetentionService:
         below, after, clean = self.cutoff(), mark, True
         batches = 0
         while True:
-            started = time.monotonic()
+            batch = _Batch()
             async with self.db.read() as tx:
+                await batch.begin(tx)
                 page = await repo.sent_page(tx, after, below, self.batch)
             if not page:
                 return mark
@@ -124,6 +136,7 @@ class RetentionService:
                         [row.id for row in done],
                         [row.raw_blob_id for row in done if row.raw_blob_id is not None],
                     )
+                    await batch.end(tx)
                 report.emails += len(done)
             for row in page:
                 clean = clean and row.status not in UNFINISHED
@@ -131,14 +144,15 @@ class RetentionService:
                     mark = row.id
             after = page[-1].id
             batches += 1
-            await self._progress(job, f"sent:{mark}", batches, started)
+            await self._progress(job, f"sent:{mark}", batches, batch)
 
     async def purge_received(self, job: Job | None, mark: str, report: PurgeReport) -> str:
         below, after = self.cutoff(), mark
         batches = 0
         while True:
-            started = time.monotonic()
+            batch = _Batch()
             async with self.db.read() as tx:
+                await batch.begin(tx)
                 page = await repo.received_page(tx, after, below, self.batch)
             if not page:
                 return mark
@@ -146,10 +160,11 @@ class RetentionService:
                 report.blobs += await repo.purge_received_content(
                     tx, [row.id for row in page], [row.raw_blob_id for row in page]
                 )
+                await batch.end(tx)
             report.emails += len(page)
             mark = after = page[-1].id
             batches += 1
-            await self._progress(job, f"received:{mark}", batches, started)
+            await self._progress(job, f"received:{mark}", batches, batch)
 
     async def purge_logs(self, report: PurgeReport) -> None:
         """Events, delivery attempts, webhook deliveries and webhook attempts below the cut-off.
@@ -170,22 +185,48 @@ class RetentionService:
         self, name: str, report: PurgeReport, step: Callable[[Tx], Awaitable[int]]
     ) -> None:
         while True:
-            started = time.monotonic()
+            batch = _Batch()
             async with self.db.transaction() as tx:
+                await batch.begin(tx)
                 deleted = await step(tx)
+                await batch.end(tx)
             if deleted:
                 report.rows[name] = report.rows.get(name, 0) + deleted
             if deleted < self.batch:
                 return
-            await self._rest(started)
+            await self._rest(batch)
 
-    async def _progress(self, job: Job | None, ref: str, batches: int, started: float) -> None:
+    async def _progress(self, job: Job | None, ref: str, batches: int, batch: _Batch) -> None:
         if job is not None and batches % PROGRESS_EVERY == 0:
             async with self.db.transaction() as tx:
                 await jobs_repo.note(tx, job, ref)
-        await self._rest(started)
+        await self._rest(batch)
 
-    async def _rest(self, started: float) -> None:
-        """Between two batches: the send path goes first (a pause of ``rest`` times the
-        batch's own duration)."""
-        await asyncio.sleep((time.monotonic() - started) * self.rest)
+    async def _rest(self, batch: _Batch) -> None:
+        """Between two batches the send path goes first: a pause of ``rest`` times the batch's
+        own duration, and at least as long as the WAL written during the batch takes at
+        ``wal_rate``."""
+        await self.sleep(self.pause(time.monotonic() - batch.started, batch.wal_written))
+
+    def pause(self, took: float, wal_written: int) -> float:
+        """The rest after a batch that took ``took`` seconds while the cluster wrote
+        ``wal_written`` bytes of WAL (0 where unknown: SQLite)."""
+        return max(took * self.rest, wal_written / self.wal_rate)
+
+
+class _Batch:
+    """One batch's start: when it began and, on PostgreSQL, where the WAL was then."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.wal_written = 0
+        self._wal_at: int | None = None
+
+    async def begin(self, tx: Tx) -> None:
+        self._wal_at = await repo.wal_position(tx)
+
+    async def end(self, tx: Tx) -> None:
+        """Before the batch's transaction commits (its commit record is a few bytes)."""
+        if self._wal_at is not None:
+            now = await repo.wal_position(tx)
+            self.wal_written = max(0, (now or 0) - self._wal_at)

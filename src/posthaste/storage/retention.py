@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Column, Table, delete, or_, select, update
+from sqlalchemy import Column, Table, delete, or_, select, text, update
 
 from posthaste.storage.database import Tx
-from posthaste.storage.dialects import among
+from posthaste.storage.dialects import Forms, among
 from posthaste.storage.tables import (
     attachments,
     blobs,
@@ -35,6 +35,23 @@ LOG_TABLES: tuple[tuple[Table, Column[Any]], ...] = (
     (webhook_attempts, webhook_attempts.c.id),
     (tls_reports, tls_reports.c.id),
 )
+
+
+# The cluster's WAL insert position, in bytes (PostgreSQL); SQLite has no such log to spare.
+_WAL_POSITION = Forms(
+    postgresql=text("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint"),
+    sqlite=None,
+)
+
+
+async def wal_position(tx: Tx) -> int | None:
+    """Where the database's write-ahead log is (bytes since its start), or None where it has
+    none to read (SQLite). Two readings a batch apart are what the cluster wrote meanwhile: the
+    purge's own WAL and whatever else was written beside it."""
+    query = tx.dialect.pick(_WAL_POSITION)
+    if query is None:
+        return None
+    return int((await tx.conn.execute(query)).scalar_one())
 
 
 async def sent_page(tx: Tx, after: str, below: str, limit: int) -> list[Any]:
