@@ -33,7 +33,7 @@ import uvloop
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench import commit_probe, load, payload, server_latency, sink
+from bench import commit_probe, load, payload, server_latency, sink, wal
 from bench.purge import run_each, sqlalchemy_url
 from bench.serve import Run, Serve, _api, serving, set_up, watched
 from bench.stats import Recorder, latency_figures
@@ -123,6 +123,13 @@ async def measure(
         )
         rest_mib = run.memory().rss_mib
         scrape = functools.partial(server_latency.scrape, serve.url, "/emails")
+        scrapes: list[Any] = []
+        logs: list[dict[str, int]] = []  # the cluster's WAL at each mark (``bench/wal.py``)
+
+        async def at_mark() -> None:
+            scrapes.append(await scrape())
+            logs.append(await wal.snapshot(serve.probe_dsn))
+
         stop = asyncio.Event()
         async with watched(run) as usage:
             start = time.perf_counter() + args.warmup
@@ -131,9 +138,9 @@ async def measure(
             )
             probe = commit_probe.beside(serve.probe_dsn)
             await asyncio.sleep(args.warmup)
-            scrapes = [await scrape()]
+            await at_mark()
             await asyncio.sleep(args.before)
-            scrapes.append(await scrape())
+            await at_mark()
             began = time.perf_counter()
             created = await _api(
                 run, "POST", "/broadcasts",
@@ -143,15 +150,15 @@ async def measure(
                 },
             )  # fmt: skip
             expanded, record = await sent_at(run, created["id"])
-            scrapes.append(await scrape())
+            await at_mark()
             delivered = await sink.until_counted(
                 sink_port, run.expected + record["sent"] + accepted, run.log_tail
             )
-            scrapes.append(await scrape())
+            await at_mark()
             await asyncio.sleep(args.after)
             stop.set()
             outcome = await paced
-            scrapes.append(await scrape())
+            await at_mark()
             bare = await probe.samples() if probe is not None else []
         run.expected += record["sent"] + accepted
         await run.drained()
@@ -185,6 +192,11 @@ async def measure(
         "server": {
             label: server_latency.summary(first, last)
             for (label, _, _), first, last in zip(marks, scrapes[:-1], scrapes[1:], strict=True)
+        },
+        # What the cluster wrote in each phase: WAL, full-page images, checkpoints.
+        "wal": {
+            label: {**wal.between(first, last), "seconds": round(ended - began, 2)}
+            for (label, began, ended), first, last in zip(marks, logs[:-1], logs[1:], strict=True)
         },
         "paced_failed": sum(outcome.recorder.errors.values()),
         **usage.as_dict(),
@@ -223,6 +235,9 @@ def table(name: str, result: dict[str, Any]) -> str:
             f" ({f['requests']:,} requests; within 20 ms: {f['within_ms'].get('20')},"
             f" within 50 ms: {f['within_ms'].get('50')})."
         )
+    lines.append("")
+    for label, figures in result.get("wal", {}).items():
+        lines.append(f"{label}: {wal.line(figures, figures['seconds'])}.")
     lines += ["", f"CPU: {result['cpu_pct']}"]
     return "\n".join(lines)
 
