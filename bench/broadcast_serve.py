@@ -14,7 +14,9 @@ seconds more.
 Reported: recipients per second accepted into the queue (from the send request until the
 broadcast reads ``sent``) and delivered (until the sink has them all); the tree's RSS at rest
 before and its peak during; and p50/p99/max of the paced requests scheduled before the
-broadcast, while it was expanded, while it was being delivered, and after it. Writes
+broadcast, while it was expanded, while it was being delivered, and after it, with a bare
+commit's (``bench/commit_probe.py``), the server's own clock (``bench/server_latency.py``) and
+the WAL the cluster wrote (``bench/wal.py``) in the same phases. Writes
 ``bench/results/broadcast-serve-<timestamp>.json``.
 """
 
