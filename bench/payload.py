@@ -46,6 +46,10 @@ def single_bodies(count: int = POOL_SIZE) -> list[bytes]:
     return [orjson.dumps(email(i)) for i in range(count)]
 
 
-def batch_bodies(size: int, count: int = BATCH_POOL_SIZE) -> list[bytes]:
-    """Encoded ``POST /emails/batch`` bodies of ``size`` emails each."""
-    return [orjson.dumps([email(b * size + i) for i in range(size)]) for b in range(count)]
+def batch_bodies(
+    size: int, count: int = BATCH_POOL_SIZE, scheduled_at: str | None = None
+) -> list[bytes]:
+    """Encoded ``POST /emails/batch`` bodies of ``size`` emails each; with ``scheduled_at``
+    (ISO 8601) every email is scheduled for then."""
+    extra = {"scheduled_at": scheduled_at} if scheduled_at else {}
+    return [orjson.dumps([email(b * size + i) | extra for i in range(size)]) for b in range(count)]
