@@ -124,6 +124,7 @@ class Services:
             batch_handlers=handlers.batched,
             batch_starters=handlers.starters,
             lane_sizes=handlers.lanes,
+            first_kinds=handlers.first,
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

@@ -380,6 +380,69 @@ async def test_each_kind_is_claimed_in_a_lane_of_its_own(services: Services) -> 
     assert Counter(job.kind for job in rest.jobs) == {"flood": 30, "mail": 2}
 
 
+async def test_a_first_kind_keeps_one_other_batch_beside_it(services: Services) -> None:
+    """While a job of a first kind (a broadcast's expansion) runs, its worker runs one other
+    batch at a time beside it, not ``max_batches``: the other kinds' due jobs still go out,
+    one batch after another, and once the first kind's job is over they run side by side."""
+    await _enqueue(services, 1, kind="expand")
+    expanding, expanded = asyncio.Event(), asyncio.Event()
+    running: list[asyncio.Event] = []  # the mail batches inside the handler, each its release
+    seen: list[int] = []  # how many mail batches were running as each one started
+
+    async def expand(job: Job) -> None:
+        expanding.set()
+        await asyncio.wait_for(expanded.wait(), 30)
+        async with services.db.transaction() as tx:
+            await jobs_repo.finish(tx, job)
+
+    async def mail(group: list[Job]) -> None:
+        release = asyncio.Event()
+        running.append(release)
+        seen.append(len(running))
+        try:
+            await asyncio.wait_for(release.wait(), 30)
+            async with services.db.transaction() as tx:
+                await jobs_repo.finish_many(tx, group)
+        finally:
+            running.remove(release)
+
+    async def until(condition: Any) -> None:
+        for _ in range(3000):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the worker never got there")
+
+    worker = Worker(
+        services.db,
+        {"expand": expand},
+        batch_handlers={"mail": mail},
+        first_kinds={"expand"},
+        lease_seconds=30,
+        batch_size=1,
+        max_batches=4,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(expanding.wait(), 30)
+        await _enqueue(services, 4, kind="mail")
+        for done in range(4):  # one at a time: each released once it runs, the next follows
+            await until(lambda done=done: len(seen) > done)
+            running[0].set()
+        assert seen == [1, 1, 1, 1]
+        expanded.set()
+        await _enqueue(services, 3, kind="mail")
+        await until(lambda: len(running) == 3)  # side by side again
+    finally:
+        expanded.set()
+        for release in list(running):
+            release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    async with services.db.read() as tx:
+        assert await jobs_repo.depth(tx) == 0
+
+
 async def test_a_wide_lane_leaves_one_batch_slot_to_the_other_kinds(services: Services) -> None:
     """Steps claimed many at once (a wide lane) hold at most every slot but one: while they
     are all held up, mail committed meanwhile is still claimed and run."""

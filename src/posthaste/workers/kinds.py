@@ -67,6 +67,12 @@ JOB_KINDS: Mapping[JobKind, OneByOne | Batched] = MappingProxyType(
 )
 
 
+# Kinds that fill the queue in bulk: while one runs, its worker keeps one other batch beside it
+# (``workers/runner.Worker._slots``), so a broadcast is accepted at its own speed rather than
+# at what delivering its first emails leaves it.
+FIRST_KINDS = frozenset({JobKind.EXPAND_BROADCAST.value})
+
+
 @dataclass(frozen=True)
 class Handlers:
     """The handlers of every job kind, built for one ``Services``, as the runner takes them."""
@@ -75,6 +81,7 @@ class Handlers:
     batched: dict[str, BatchHandler]
     starters: dict[str, BatchStarter]
     lanes: dict[str, int]  # the kinds claimed by a number of their own
+    first: frozenset[str] = FIRST_KINDS
 
 
 def build_handlers(services: Services) -> Handlers:

@@ -27,6 +27,13 @@ find it. Batches holding a wide lane's jobs (a kind of its own number) take at m
 but one (``max_batches - 1``): while they hold those, claims leave the wide lanes out, so the
 other kinds' due jobs (deliveries) always have a slot, and are claimed again when one ends.
 
+A kind may come first (``first_kinds``: a broadcast's expansion, ``workers/kinds.FIRST_KINDS``):
+while one of its jobs runs, the worker runs one other batch beside it instead of
+``max_batches``. Its process's CPU then goes mostly to filling the queue, and the emails it
+accepts are delivered as fast afterwards by every worker; the other kinds' due jobs (a
+transactional email) still go out meanwhile, one batch at a time, and at full width in the
+other worker processes (bench/README.md, "A broadcast's expansion first").
+
 A batch kind's handler may hand off the jobs its batch made due (``core/jobs.Handoff``): the
 runner claims them at once by their refs and runs them in the same batch slot. The emails a
 batch of automation steps accepted are delivered right after its commit, as an API's emails are
@@ -50,7 +57,7 @@ import logging
 import os
 import socket
 from asyncio import FIRST_COMPLETED
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from posthaste.core.ids import now_ms
@@ -102,6 +109,7 @@ class Worker:
         batch_handlers: Mapping[str, BatchHandler] | None = None,
         batch_starters: Mapping[str, BatchStarter] | None = None,
         lane_sizes: Mapping[str, int] | None = None,
+        first_kinds: Collection[str] = (),
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
@@ -119,6 +127,9 @@ class Worker:
         self.wide = {kind: n for kind, n in (lane_sizes or {}).items() if kind in self.kinds}
         self.lanes = {kind: self.wide.get(kind, batch_size) for kind in self.kinds}
         self._wide_batches = 0  # running batches that hold jobs of a wide lane
+        # Kinds whose job, while it runs, leaves one other batch beside it (``_slots``).
+        self.first = frozenset(first_kinds) & set(self.kinds)
+        self._first_batches = 0  # running batches that hold a job of a first kind
         self.idle_check = idle_check
         self.gather_seconds = gather_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
@@ -138,7 +149,7 @@ class Worker:
         try:
             while not self._stopping:
                 self._wake.clear()  # before the claim: a commit during it is not missed
-                if len(running) >= self.max_batches:
+                if len(running) >= self._slots():
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 claim = await self._claim()
@@ -165,10 +176,24 @@ class Worker:
         if any(job.kind in self.wide for job in claim.jobs):
             self._wide_batches += 1
             task.add_done_callback(self._wide_batch_done)
+        if any(job.kind in self.first for job in claim.jobs):
+            self._first_batches += 1
+            task.add_done_callback(self._first_batch_done)
         return task
 
     def _wide_batch_done(self, task: asyncio.Task[None]) -> None:
         self._wide_batches -= 1
+
+    def _first_batch_done(self, task: asyncio.Task[None]) -> None:
+        self._first_batches -= 1
+
+    def _slots(self) -> int:
+        """Batches that may run at once: ``max_batches``, but while a first kind's job runs,
+        that batch and one other (the process's CPU goes to it first; the other kinds' due jobs
+        still go out, one batch at a time)."""
+        if self._first_batches:
+            return min(self.max_batches, self._first_batches + 1)
+        return self.max_batches
 
     def _lanes(self) -> tuple[dict[str, int], bool]:
         """This claim's lanes, and whether the wide ones were left out: they never hold every
