@@ -68,7 +68,7 @@ from posthaste.services.webhooks import WebhookService
 from posthaste.storage.database import Database
 from posthaste.storage.dialects import Dialect, dialect_for
 from posthaste.storage.migrate import upgrade_to_head
-from posthaste.workers.kinds import build_handlers
+from posthaste.workers.kinds import FIRST_KINDS, build_handlers
 from posthaste.workers.runner import Worker
 from posthaste.workers.webhooks import CLAIM_ROUNDS, DispatchPolicy, WebhookDispatcher
 
@@ -124,7 +124,7 @@ class Services:
             batch_handlers=handlers.batched,
             batch_starters=handlers.starters,
             lane_sizes=handlers.lanes,
-            first_kinds=handlers.first,
+            first_kinds=FIRST_KINDS,
             lease_seconds=float(options.pop("lease_seconds", self.settings.job_lease)),
             **options,  # type: ignore[arg-type]
         )

@@ -15,6 +15,7 @@ from posthaste.core.models import Job
 from posthaste.storage import jobs as jobs_repo
 from posthaste.storage.database import Database
 from posthaste.workers.runner import Worker
+from tests.webhook_receiver import eventually
 
 
 async def _enqueue(
@@ -406,13 +407,6 @@ async def test_a_first_kind_keeps_one_other_batch_beside_it(services: Services) 
         finally:
             running.remove(release)
 
-    async def until(condition: Any) -> None:
-        for _ in range(3000):
-            if condition():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("the worker never got there")
-
     worker = Worker(
         services.db,
         {"expand": expand},
@@ -427,12 +421,12 @@ async def test_a_first_kind_keeps_one_other_batch_beside_it(services: Services) 
         await asyncio.wait_for(expanding.wait(), 30)
         await _enqueue(services, 4, kind="mail")
         for done in range(4):  # one at a time: each released once it runs, the next follows
-            await until(lambda done=done: len(seen) > done)
+            await eventually(lambda done=done: len(seen) > done, within=30, what="the next batch")
             running[0].set()
         assert seen == [1, 1, 1, 1]
         expanded.set()
         await _enqueue(services, 3, kind="mail")
-        await until(lambda: len(running) == 3)  # side by side again
+        await eventually(lambda: len(running) == 3, within=30, what="three batches at once")
     finally:
         expanded.set()
         for release in list(running):

@@ -81,7 +81,6 @@ class Handlers:
     batched: dict[str, BatchHandler]
     starters: dict[str, BatchStarter]
     lanes: dict[str, int]  # the kinds claimed by a number of their own
-    first: frozenset[str] = FIRST_KINDS
 
 
 def build_handlers(services: Services) -> Handlers:

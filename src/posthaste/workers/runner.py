@@ -32,7 +32,7 @@ while one of its jobs runs, the worker runs one other batch beside it instead of
 ``max_batches``. Its process's CPU then goes mostly to filling the queue, and the emails it
 accepts are delivered as fast afterwards by every worker; the other kinds' due jobs (a
 transactional email) still go out meanwhile, one batch at a time, and at full width in the
-other worker processes (bench/README.md, "A broadcast's expansion first").
+other worker processes (bench/README.md, "Broadcasts", 2026-11-29: expansion first).
 
 A batch kind's handler may hand off the jobs its batch made due (``core/jobs.Handoff``): the
 runner claims them at once by their refs and runs them in the same batch slot. The emails a
@@ -126,10 +126,11 @@ class Worker:
         # Kinds claimed by a number of their own (``workers/kinds.py``), the others by batch_size.
         self.wide = {kind: n for kind, n in (lane_sizes or {}).items() if kind in self.kinds}
         self.lanes = {kind: self.wide.get(kind, batch_size) for kind in self.kinds}
-        self._wide_batches = 0  # running batches that hold jobs of a wide lane
         # Kinds whose job, while it runs, leaves one other batch beside it (``_slots``).
         self.first = frozenset(first_kinds) & set(self.kinds)
-        self._first_batches = 0  # running batches that hold a job of a first kind
+        # The running batches that hold jobs of a wide lane, and of a first kind.
+        self._wide_batches: set[asyncio.Task[None]] = set()
+        self._first_batches: set[asyncio.Task[None]] = set()
         self.idle_check = idle_check
         self.gather_seconds = gather_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
@@ -173,32 +174,24 @@ class Worker:
 
     def _start(self, claim: _Claim) -> asyncio.Task[None]:
         task = asyncio.create_task(self._run_all(claim))
-        if any(job.kind in self.wide for job in claim.jobs):
-            self._wide_batches += 1
-            task.add_done_callback(self._wide_batch_done)
-        if any(job.kind in self.first for job in claim.jobs):
-            self._first_batches += 1
-            task.add_done_callback(self._first_batch_done)
+        for batches, kinds in ((self._wide_batches, self.wide), (self._first_batches, self.first)):
+            if any(job.kind in kinds for job in claim.jobs):
+                batches.add(task)
+                task.add_done_callback(batches.discard)
         return task
-
-    def _wide_batch_done(self, task: asyncio.Task[None]) -> None:
-        self._wide_batches -= 1
-
-    def _first_batch_done(self, task: asyncio.Task[None]) -> None:
-        self._first_batches -= 1
 
     def _slots(self) -> int:
         """Batches that may run at once: ``max_batches``, but while a first kind's job runs,
         that batch and one other (the process's CPU goes to it first; the other kinds' due jobs
         still go out, one batch at a time)."""
         if self._first_batches:
-            return min(self.max_batches, self._first_batches + 1)
+            return min(self.max_batches, len(self._first_batches) + 1)
         return self.max_batches
 
     def _lanes(self) -> tuple[dict[str, int], bool]:
         """This claim's lanes, and whether the wide ones were left out: they never hold every
         batch slot at once, so one slot is always left to claim the other kinds' due jobs."""
-        if self.wide and self._wide_batches >= max(1, self.max_batches - 1):
+        if self.wide and len(self._wide_batches) >= max(1, self.max_batches - 1):
             return {k: n for k, n in self.lanes.items() if k not in self.wide}, True
         return self.lanes, False
 
