@@ -206,9 +206,25 @@ async def test_a_warming_address_keeps_to_its_cap_and_the_rest_waits_for_the_nex
                     return email_id
             return None
 
+        async def state() -> str:
+            """What each email and its job came to: said when a wait below times out (a rare
+            timeout in CI, not reproduced, whose cause its bare message did not tell)."""
+            told = []
+            for email_id in ids.values():
+                record = await _get(http, tenant, f"/emails/{email_id}")
+                async with services.db.read() as tx:
+                    query = jobs.select().where(jobs.c.ref == email_id)
+                    job = (await tx.conn.execute(query)).one_or_none()
+                told.append(f"{email_id}: {record['last_event']}, job {job}, notes "
+                            f"{await _notes(http, tenant, email_id)}")  # fmt: skip
+            return f"{len(sink.messages)} delivered; " + "; ".join(told)
+
         async with _working(services):
-            await _until(lambda: len(sink.messages) == 2)
-            await _until(held_id)
+            try:
+                await _until(lambda: len(sink.messages) == 2)
+                await _until(held_id)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}: {await state()}") from exc
         waiting = await held_id()
         assert waiting is not None and len(sink.messages) == 2
         record = await _get(http, tenant, f"/emails/{waiting}")
